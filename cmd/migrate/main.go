@@ -1,0 +1,158 @@
+// Command migrate applies, rolls back and lists the migrations of the database DATABASE_URL
+// names:
+//
+//	DATABASE_URL=postgres://localhost/rocketrides go run ./cmd/migrate up|down|status
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pressly/goose/v3"
+
+	"github.com/rocketrides/rocketrides/migrations"
+)
+
+const usage = `usage: migrate up|down|status
+
+  up      apply every pending migration
+  down    roll back the latest applied migration
+  status  list each migration, its source and whether it is applied
+
+The database is the one DATABASE_URL names.
+`
+
+// connectWait is how long to wait for a database that is not reachable yet: one started
+// alongside this command (a Procfile, a CI service) takes a few seconds to accept connections.
+const connectWait = 10 * time.Second
+
+// errUsage is returned for a command line that names no known command.
+var errUsage = errors.New("expected exactly one command: up, down or status")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv("DATABASE_URL"), os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "migrate: %v\n", err)
+		if errors.Is(err, errUsage) {
+			fmt.Fprint(os.Stderr, usage)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, databaseURL string, out io.Writer) error {
+	if len(args) != 1 || (args[0] != "up" && args[0] != "down" && args[0] != "status") {
+		return errUsage
+	}
+	if databaseURL == "" {
+		return errors.New("DATABASE_URL is not set")
+	}
+
+	db, err := migrations.Open(databaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := waitForDatabase(ctx, db.PingContext); err != nil {
+		return err
+	}
+	provider, err := migrations.NewProvider(db)
+	if err != nil {
+		return err
+	}
+
+	switch args[0] {
+	case "up":
+		return up(ctx, provider, out)
+	case "down":
+		return down(ctx, provider, out)
+	default:
+		return status(ctx, provider, out)
+	}
+}
+
+// waitForDatabase pings until the database answers, for up to connectWait. A server that
+// answers with an error (a wrong password, a database that does not exist) is not waited for:
+// retrying would not change its answer.
+func waitForDatabase(ctx context.Context, ping func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, connectWait)
+	defer cancel()
+	for {
+		err := ping(ctx)
+		if err == nil {
+			return nil
+		}
+		var pgErr *pgconn.PgError
+		// 57P03: the database system is starting up.
+		if errors.As(err, &pgErr) && pgErr.Code != "57P03" {
+			return fmt.Errorf("error connecting to database: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("database not reachable after %s: %w", connectWait, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func up(ctx context.Context, provider *goose.Provider, out io.Writer) error {
+	results, err := provider.Up(ctx)
+	var partial *goose.PartialError
+	if errors.As(err, &partial) {
+		results = partial.Applied
+	}
+	for _, result := range results {
+		fmt.Fprintln(out, result)
+	}
+	if err != nil {
+		return fmt.Errorf("error migrating up: %w", err)
+	}
+	if len(results) == 0 {
+		version, err := provider.GetDBVersion(ctx)
+		if err != nil {
+			return fmt.Errorf("error getting database version: %w", err)
+		}
+		fmt.Fprintf(out, "nothing to apply: the database is at version %d\n", version)
+	}
+	return nil
+}
+
+func down(ctx context.Context, provider *goose.Provider, out io.Writer) error {
+	result, err := provider.Down(ctx)
+	if errors.Is(err, goose.ErrNoNextVersion) {
+		fmt.Fprintln(out, "nothing to roll back: no migration is applied")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("error migrating down: %w", err)
+	}
+	fmt.Fprintln(out, result)
+	return nil
+}
+
+func status(ctx context.Context, provider *goose.Provider, out io.Writer) error {
+	statuses, err := provider.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("error getting migration status: %w", err)
+	}
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "VERSION\tSOURCE\tSTATE\tAPPLIED AT")
+	for _, s := range statuses {
+		appliedAt := ""
+		if s.State == goose.StateApplied {
+			appliedAt = s.AppliedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", s.Source.Version, s.Source.Path, s.State, appliedAt)
+	}
+	return w.Flush()
+}

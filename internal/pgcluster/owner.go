@@ -1,0 +1,56 @@
+package pgcluster
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"syscall"
+)
+
+// serverUser is the OS user that runs the server when we are root, as Debian's packages create it.
+const serverUser = "postgres"
+
+// owner is the OS user initdb and postgres run as. Postgres refuses to run as root, so a root
+// caller (a container, CI) hands the cluster to the postgres user; anyone else runs it as
+// themselves, and credential is nil.
+type owner struct {
+	credential *syscall.Credential
+}
+
+func lookupOwner() (owner, error) {
+	if os.Geteuid() != 0 {
+		return owner{}, nil
+	}
+	u, err := user.Lookup(serverUser)
+	if err != nil {
+		return owner{}, fmt.Errorf("error finding the %q user, which runs Postgres since it refuses to run as root: %w", serverUser, err)
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return owner{}, fmt.Errorf("error parsing uid of %q: %w", serverUser, err)
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return owner{}, fmt.Errorf("error parsing gid of %q: %w", serverUser, err)
+	}
+	return owner{credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}, nil
+}
+
+// chown gives path to the owner, so that a server running as another user can write there.
+func (o owner) chown(path string) error {
+	if o.credential == nil {
+		return nil
+	}
+	if err := os.Chown(path, int(o.credential.Uid), int(o.credential.Gid)); err != nil {
+		return fmt.Errorf("error handing %s to the %q user: %w", path, serverUser, err)
+	}
+	return nil
+}
+
+// sysProcAttr runs a child as the owner, and kills it if we die first: a test binary that panics
+// or times out must not leave a server behind. Go sets the parent-death signal after changing
+// credentials, so it survives the change of user.
+func (o owner) sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: o.credential, Pdeathsig: syscall.SIGKILL}
+}
