@@ -1,0 +1,114 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/phases"
+)
+
+// How long clients are told to wait before retrying. An in-use key usually frees up as soon as
+// the request holding it finishes, in well under a second; a payment processor outage takes
+// longer to pass.
+const (
+	retryAfterInUse              = 1 * time.Second
+	retryAfterPaymentUnavailable = 5 * time.Second
+)
+
+// apiError is a problem to answer with, plus the Retry-After to send with it, if any.
+type apiError struct {
+	problem    *problem.Problem
+	retryAfter time.Duration
+}
+
+func newError(status int, code problem.Code, title, detail string) *apiError {
+	return &apiError{problem: problem.New(status, code, title, detail)}
+}
+
+func errInvalidParameter(param, detail string) *apiError {
+	e := newError(http.StatusBadRequest, problem.CodeInvalidParameter, "Invalid parameter", detail)
+	e.problem.Param = param
+	return e
+}
+
+func errNotFound(detail string) *apiError {
+	return newError(http.StatusNotFound, problem.CodeNotFound, "Not found", detail)
+}
+
+func errMethodNotAllowed(method string) *apiError {
+	return newError(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed",
+		fmt.Sprintf("%s is not allowed on this route.", method))
+}
+
+func errUnauthorized(detail string) *apiError {
+	return newError(http.StatusUnauthorized, problem.CodeUnauthorized, "Unauthorized", detail)
+}
+
+func errInternal() *apiError {
+	return newError(http.StatusInternalServerError, problem.CodeInternalError, "Internal error",
+		"Something went wrong on our side. Retry the request with the same Idempotency-Key; it resumes where it stopped.")
+}
+
+// errFromPhases maps what the phases returned to the answer a client gets. None of these is
+// stored on the key: each is the answer to this attempt only.
+func errFromPhases(err error) *apiError {
+	var unavailable *phases.PaymentUnavailableError
+	switch {
+	case errors.Is(err, phases.ErrParamsMismatch):
+		return newError(http.StatusUnprocessableEntity, problem.CodeIdempotencyKeyReused, "Idempotency key reused",
+			"This Idempotency-Key was already used with different parameters. Use a new key for a new ride.")
+	case errors.Is(err, phases.ErrKeyInUse), errors.Is(err, phases.ErrLockLost):
+		e := newError(http.StatusConflict, problem.CodeIdempotencyKeyInUse, "Idempotency key in use",
+			"Another request with this Idempotency-Key is in progress. Retry shortly with the same key.")
+		e.retryAfter = retryAfterInUse
+		return e
+	case errors.Is(err, phases.ErrConflict):
+		e := newError(http.StatusConflict, problem.CodeRequestConflict, "Request conflict",
+			"The request conflicted with concurrent requests. Retry it with the same Idempotency-Key.")
+		e.retryAfter = retryAfterInUse
+		return e
+	case errors.Is(err, phases.ErrSimulationDisabled):
+		return errInvalidParameter("raise_error", "raise_error is only accepted when the server runs with SIMULATE_ERRORS=true.")
+	case errors.As(err, &unavailable):
+		e := newError(http.StatusServiceUnavailable, problem.CodePaymentProcessorUnavailable, "Payment processor unavailable",
+			"The payment processor could not be reached. Retry with the same Idempotency-Key; you will not be charged twice.")
+		e.retryAfter = retryAfterPaymentUnavailable
+		return e
+	default:
+		return errInternal()
+	}
+}
+
+// writeProblem sends e as an application/problem+json response.
+func writeProblem(w http.ResponseWriter, e *apiError) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(e.retryAfter.Seconds())))
+	}
+	if e.problem.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rocket-rides"`)
+	}
+	body, _ := json.Marshal(e.problem) // a Problem always encodes
+	writeBody(w, e.problem.Status, problem.ContentType, body)
+}
+
+// writeJSON sends v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, errInternal())
+		return
+	}
+	writeBody(w, status, "application/json", body)
+}
+
+func writeBody(w http.ResponseWriter, status int, contentType string, body []byte) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // a client that went away cannot be told anything
+}

@@ -1,0 +1,79 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/rocketrides/rocketrides/internal/authtoken"
+	"github.com/rocketrides/rocketrides/models"
+)
+
+type contextKey int
+
+const userContextKey contextKey = iota
+
+// userFrom returns the user that authenticate put in the request's context.
+func userFrom(ctx context.Context) *models.User {
+	return ctx.Value(userContextKey).(*models.User)
+}
+
+// authenticate lets a request through only with a valid "Authorization: Bearer <token>".
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+			writeProblem(w, errUnauthorized("Send your API token as \"Authorization: Bearer <token>\"."))
+			return
+		}
+
+		user, err := models.UserGetByAPITokenHash(r.Context(), s.pool, authtoken.Hash(token))
+		if errors.Is(err, models.ErrNotFound) {
+			writeProblem(w, errUnauthorized("The API token is not valid."))
+			return
+		}
+		if err != nil {
+			s.logger.ErrorContext(r.Context(), "API: failed to authenticate", slog.String("error", err.Error()))
+			writeProblem(w, errInternal())
+			return
+		}
+
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userContextKey, user)))
+	})
+}
+
+// logRequests logs one line per request, after it is answered.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		s.logger.InfoContext(r.Context(), "API: request",
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", ww.Status()),
+			slog.Duration("duration", time.Since(start)),
+			slog.String("remote_addr", r.RemoteAddr))
+	})
+}
+
+// recoverPanics turns a panic in a handler into a 500 problem instead of a dropped connection.
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.logger.ErrorContext(r.Context(), "API: panic serving request", slog.Any("panic", v))
+				writeProblem(w, errInternal())
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

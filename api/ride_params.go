@@ -1,0 +1,193 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/phases"
+)
+
+// maxBodyBytes caps a request body. A ride request is under 200 bytes; anything near this is
+// not a ride request.
+const maxBodyBytes = 64 << 10
+
+// Idempotency-Key bounds. 20 characters is the least that still leaves room for real
+// randomness (a UUID is 36); 255 is what the column holds.
+const (
+	idempotencyKeyMinLen = 20
+	idempotencyKeyMaxLen = 255
+)
+
+// validateIdempotencyKey checks the Idempotency-Key header.
+func validateIdempotencyKey(key string) *apiError {
+	if key == "" {
+		return newError(http.StatusBadRequest, problem.CodeIdempotencyKeyMissing, "Idempotency key missing",
+			"Send an Idempotency-Key header (a UUID is a good choice) and keep it for every retry of this request.")
+	}
+	if len(key) < idempotencyKeyMinLen || len(key) > idempotencyKeyMaxLen {
+		return newError(http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid, "Idempotency key invalid",
+			fmt.Sprintf("Idempotency-Key must be %d to %d characters long; it is %d.", idempotencyKeyMinLen, idempotencyKeyMaxLen, len(key)))
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return newError(http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid, "Idempotency key invalid",
+				"Idempotency-Key may contain only printable ASCII characters.")
+		}
+	}
+	return nil
+}
+
+// rideParamNames are the required parameters, in the order they are checked and reported.
+var rideParamNames = []string{"origin_lat", "origin_lon", "target_lat", "target_lon"}
+
+// paramRaiseError is the demo parameter that makes a request fail after ride_created.
+const paramRaiseError = "raise_error"
+
+// rawRideParams are the parameters as sent, before they are checked: a JSON body's values as
+// decoded (json.Number for numbers), a form body's as formValue.
+type rawRideParams map[string]any
+
+// formValue is a parameter from a form body, where every value is text. It is kept apart from
+// a JSON string, which is not accepted where a number is due.
+type formValue string
+
+// parseRideParams decodes and validates a ride request body, which is JSON or, as in the
+// original's curl example, application/x-www-form-urlencoded.
+func parseRideParams(contentType string, body []byte) (phases.RideParams, bool, *apiError) {
+	raw, apiErr := decodeRideParams(contentType, body)
+	if apiErr != nil {
+		return phases.RideParams{}, false, apiErr
+	}
+	return validateRideParams(raw)
+}
+
+func decodeRideParams(contentType string, body []byte) (rawRideParams, *apiError) {
+	mediaType := ""
+	if contentType != "" {
+		var err error
+		if mediaType, _, err = mime.ParseMediaType(contentType); err != nil {
+			return nil, errUnsupportedMediaType(contentType)
+		}
+	}
+
+	switch {
+	case mediaType == "application/x-www-form-urlencoded" || (mediaType == "" && len(bytes.TrimSpace(body)) == 0):
+		values, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, errInvalidParameter("", "The form body could not be parsed: "+err.Error())
+		}
+		raw := rawRideParams{}
+		for name, vs := range values {
+			if len(vs) > 1 {
+				return nil, errInvalidParameter(name, fmt.Sprintf("%s was given more than once.", name))
+			}
+			raw[name] = formValue(vs[0])
+		}
+		return raw, nil
+
+	case mediaType == "application/json" || mediaType == "":
+		var raw rawRideParams
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		if err := dec.Decode(&raw); err != nil || dec.More() {
+			return nil, errInvalidParameter("", "The body must be one JSON object.")
+		}
+		if raw == nil {
+			return nil, errInvalidParameter("", "The body must be one JSON object.")
+		}
+		return raw, nil
+
+	default:
+		return nil, errUnsupportedMediaType(contentType)
+	}
+}
+
+func errUnsupportedMediaType(contentType string) *apiError {
+	return newError(http.StatusUnsupportedMediaType, problem.CodeUnsupportedMediaType, "Unsupported media type",
+		fmt.Sprintf("Content-Type %q is not supported; send application/json or application/x-www-form-urlencoded.", contentType))
+}
+
+// validateRideParams checks every parameter, reporting the first problem by name.
+func validateRideParams(raw rawRideParams) (phases.RideParams, bool, *apiError) {
+	var values [4]float64
+	for i, name := range rideParamNames {
+		v, ok := raw[name]
+		if !ok {
+			return phases.RideParams{}, false, errInvalidParameter(name, name+" is required.")
+		}
+		f, apiErr := parseCoordinate(name, v)
+		if apiErr != nil {
+			return phases.RideParams{}, false, apiErr
+		}
+		values[i] = f
+	}
+
+	raiseError := false
+	if v, ok := raw[paramRaiseError]; ok {
+		switch v {
+		case true, formValue("true"):
+			raiseError = true
+		case false, formValue("false"):
+		default:
+			return phases.RideParams{}, false, errInvalidParameter(paramRaiseError, "raise_error must be true or false.")
+		}
+	}
+
+	for name := range raw {
+		if !isKnownParam(name) {
+			return phases.RideParams{}, false, errInvalidParameter(name, fmt.Sprintf("%s is not a known parameter.", name))
+		}
+	}
+
+	return phases.RideParams{
+		OriginLat: values[0],
+		OriginLon: values[1],
+		TargetLat: values[2],
+		TargetLon: values[3],
+	}, raiseError, nil
+}
+
+func isKnownParam(name string) bool {
+	if name == paramRaiseError {
+		return true
+	}
+	for _, known := range rideParamNames {
+		if name == known {
+			return true
+		}
+	}
+	return false
+}
+
+// parseCoordinate checks one coordinate: a finite number within the range of its kind.
+func parseCoordinate(name string, v any) (float64, *apiError) {
+	var text string
+	switch v := v.(type) {
+	case json.Number:
+		text = v.String()
+	case formValue:
+		text = string(v)
+	default:
+		return 0, errInvalidParameter(name, name+" must be a number.")
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, errInvalidParameter(name, name+" must be a finite number.")
+	}
+
+	limit := 180.0
+	if name == "origin_lat" || name == "target_lat" {
+		limit = 90
+	}
+	if f < -limit || f > limit {
+		return 0, errInvalidParameter(name, fmt.Sprintf("%s must be between %g and %g.", name, -limit, limit))
+	}
+	return f, nil
+}

@@ -1,0 +1,116 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/phases"
+)
+
+// createRideTimeout bounds the work of one POST /rides. It is detached from the client's
+// connection: a client that hangs up mid-request would otherwise abort a phase halfway, which is
+// safe but wasteful. It stays well under the lock timeout, so that a request gives up before
+// another request may take its key over.
+const createRideTimeout = 45 * time.Second
+
+// createRide is POST /rides: book a ride and charge for it, exactly once per Idempotency-Key.
+func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
+	user := userFrom(r.Context())
+
+	key := r.Header.Get("Idempotency-Key")
+	if apiErr := validateIdempotencyKey(key); apiErr != nil {
+		writeProblem(w, apiErr)
+		return
+	}
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeProblem(w, newError(http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge, "Request too large",
+				"The request body must be at most 64 KiB."))
+			return
+		}
+		writeProblem(w, errInvalidParameter("", "The request body could not be read."))
+		return
+	}
+
+	params, raiseError, apiErr := parseRideParams(r.Header.Get("Content-Type"), body)
+	if apiErr != nil {
+		writeProblem(w, apiErr)
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), createRideTimeout)
+	defer cancel()
+
+	outcome, err := s.executor.CreateRide(ctx, &phases.CreateRideRequest{
+		User:           user,
+		IdempotencyKey: key,
+		Params:         params,
+		OriginIP:       remoteIP(r),
+		RaiseError:     raiseError,
+	})
+	if err != nil {
+		apiErr := errFromPhases(err)
+		if apiErr.problem.Status >= 500 {
+			s.logger.ErrorContext(ctx, "API: ride request failed",
+				slog.Int64("user_id", user.ID), slog.String("error", err.Error()))
+		}
+		writeProblem(w, apiErr)
+		return
+	}
+
+	if outcome.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	contentType := "application/json"
+	if outcome.StatusCode >= 400 {
+		contentType = problem.ContentType
+	}
+	writeBody(w, outcome.StatusCode, contentType, outcome.Body)
+}
+
+// getRide is GET /rides/{id}: one of the caller's own rides. Anyone else's is a 404, so that
+// ride ids reveal nothing.
+func (s *Server) getRide(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil {
+		writeProblem(w, errNotFound("No such ride."))
+		return
+	}
+
+	ride, err := models.RideGetByIDForUser(r.Context(), s.pool, id, userFrom(r.Context()).ID)
+	if errors.Is(err, models.ErrNotFound) {
+		writeProblem(w, errNotFound("No such ride."))
+		return
+	}
+	if err != nil {
+		s.logger.ErrorContext(r.Context(), "API: failed to get ride", slog.String("error", err.Error()))
+		writeProblem(w, errInternal())
+		return
+	}
+
+	writeJSON(w, http.StatusOK, map[string]any{"ride": phases.NewRideJSON(ride)})
+}
+
+// remoteIP is the address the request came from, for the audit trail. It is the TCP peer:
+// X-Forwarded-For is not trusted, since any client can set it. Behind a proxy, terminate with
+// one that rewrites the peer address (PROXY protocol) or extend this deliberately.
+func remoteIP(r *http.Request) netip.Addr {
+	addrPort, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.IPv4Unspecified()
+	}
+	return addrPort.Addr().Unmap()
+}

@@ -1,0 +1,288 @@
+package api_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rocketrides/rocketrides/internal/fakestripe"
+	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/ridetest"
+)
+
+func TestCreateRide(t *testing.T) {
+	t.Parallel()
+
+	t.Run("CreatesThenReplays", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+
+		first := b.postRide(t, b.Rider, testKey, testBody)
+		body := first.rideCreated(t)
+		if first.header.Get("Idempotent-Replayed") != "" {
+			t.Fatal("a first answer is not a replay")
+		}
+		if body.Ride.OriginLat != 37.7749 || body.Ride.TargetLon != -121.8863 {
+			t.Fatalf("unexpected ride %+v", body.Ride)
+		}
+
+		second := b.postRide(t, b.Rider, testKey, testBody)
+		second.rideCreated(t)
+		if second.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(first.body, second.body) {
+			t.Fatalf("want the same body replayed with Idempotent-Replayed: true, got %q %s",
+				second.header.Get("Idempotent-Replayed"), second.body)
+		}
+		if n := len(b.SucceededCharges()); n != 1 {
+			t.Fatalf("want 1 charge, got %d", n)
+		}
+	})
+
+	t.Run("AcceptsAFormBody", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		resp := b.do(t, http.MethodPost, "/rides", map[string]string{
+			"Authorization":   "Bearer " + b.Rider.Token,
+			"Idempotency-Key": testKey,
+			"Content-Type":    "application/x-www-form-urlencoded",
+		}, "origin_lat=0.0&origin_lon=0.0&target_lat=0.0&target_lon=0.0")
+		resp.rideCreated(t)
+
+		// The same request as JSON integers is the same parameters.
+		replay := b.postRide(t, b.Rider, testKey, `{"origin_lat":0,"origin_lon":0,"target_lat":0,"target_lon":0}`)
+		if replay.status != http.StatusCreated || replay.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("want a replay, got %d %s", replay.status, replay.body)
+		}
+	})
+
+	t.Run("RejectedRequestsStoreNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		auth := "Bearer " + b.Rider.Token
+
+		tests := []struct {
+			name    string
+			headers map[string]string
+			body    string
+			status  int
+			code    problem.Code
+			param   string
+		}{
+			{"NoAuthorization", map[string]string{"Idempotency-Key": testKey}, testBody, 401, problem.CodeUnauthorized, ""},
+			{"EmptyAuthorization", map[string]string{"Authorization": "", "Idempotency-Key": testKey}, testBody, 401, problem.CodeUnauthorized, ""},
+			{"UnknownToken", map[string]string{"Authorization": "Bearer rr_unknown", "Idempotency-Key": testKey}, testBody, 401, problem.CodeUnauthorized, ""},
+			{"NotBearer", map[string]string{"Authorization": "Basic " + b.Rider.Token, "Idempotency-Key": testKey}, testBody, 401, problem.CodeUnauthorized, ""},
+			{"NoKey", map[string]string{"Authorization": auth}, testBody, 400, problem.CodeIdempotencyKeyMissing, ""},
+			{"ShortKey", map[string]string{"Authorization": auth, "Idempotency-Key": "too-short"}, testBody, 400, problem.CodeIdempotencyKeyInvalid, ""},
+			{"LongKey", map[string]string{"Authorization": auth, "Idempotency-Key": strings.Repeat("k", 256)}, testBody, 400, problem.CodeIdempotencyKeyInvalid, ""},
+			{"NoParams", map[string]string{"Authorization": auth, "Idempotency-Key": testKey}, "", 400, problem.CodeInvalidParameter, "origin_lat"},
+			{"BadLatitude", map[string]string{"Authorization": auth, "Idempotency-Key": testKey, "Content-Type": "application/json"},
+				`{"origin_lat": 91, "origin_lon": 0, "target_lat": 0, "target_lon": 0}`, 400, problem.CodeInvalidParameter, "origin_lat"},
+			{"RaiseErrorNotSimulating", map[string]string{"Authorization": auth, "Idempotency-Key": testKey, "Content-Type": "application/x-www-form-urlencoded"},
+				"origin_lat=0&origin_lon=0&target_lat=0&target_lon=0&raise_error=true", 400, problem.CodeInvalidParameter, "raise_error"},
+			{"BodyTooLarge", map[string]string{"Authorization": auth, "Idempotency-Key": testKey, "Content-Type": "application/json"},
+				`{"origin_lat": 0, "pad": "` + strings.Repeat("x", 64<<10) + `"}`, 413, problem.CodeRequestTooLarge, ""},
+			{"UnsupportedMediaType", map[string]string{"Authorization": auth, "Idempotency-Key": testKey, "Content-Type": "text/plain"},
+				testBody, 415, problem.CodeUnsupportedMediaType, ""},
+		}
+		for _, tt := range tests {
+			resp := b.do(t, http.MethodPost, "/rides", tt.headers, tt.body)
+			p := resp.requireProblem(t, tt.status, tt.code)
+			if p.Param != tt.param {
+				t.Fatalf("%s: want param %q, got %q", tt.name, tt.param, p.Param)
+			}
+			if tt.status == 401 && resp.header.Get("WWW-Authenticate") == "" {
+				t.Fatalf("%s: want WWW-Authenticate on a 401", tt.name)
+			}
+		}
+		b.requireNothingStored(t)
+	})
+
+	t.Run("ParamsMismatchIs422", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.postRide(t, b.Rider, testKey, testBody).rideCreated(t)
+
+		resp := b.postRide(t, b.Rider, testKey, `{"origin_lat": 0, "origin_lon": 0, "target_lat": 0, "target_lon": 0}`)
+		resp.requireProblem(t, http.StatusUnprocessableEntity, problem.CodeIdempotencyKeyReused)
+		if n := b.Count(t, `SELECT count(*) FROM rides`); n != 1 {
+			t.Fatalf("want 1 ride, got %d", n)
+		}
+	})
+
+	t.Run("KeyInUseIs409WithRetryAfter", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{simulateErrors: true})
+		b.postRide(t, b.Rider, testKey, `{"origin_lat": 0, "origin_lon": 0, "target_lat": 0, "target_lon": 0, "raise_error": true}`)
+		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now()`)
+
+		resp := b.postRide(t, b.Rider, testKey, `{"origin_lat": 0, "origin_lon": 0, "target_lat": 0, "target_lon": 0}`)
+		resp.requireProblem(t, http.StatusConflict, problem.CodeIdempotencyKeyInUse)
+		if resp.header.Get("Retry-After") == "" {
+			t.Fatal("want Retry-After on a 409")
+		}
+	})
+
+	t.Run("SimulatedErrorIs500ThenRetrySucceeds", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{simulateErrors: true})
+		resp := b.postRide(t, b.Rider, testKey, `{"origin_lat": 0, "origin_lon": 0, "target_lat": 0, "target_lon": 0, "raise_error": true}`)
+		resp.requireProblem(t, http.StatusInternalServerError, problem.CodeInternalError)
+
+		b.postRide(t, b.Rider, testKey, `{"origin_lat": 0, "origin_lon": 0, "target_lat": 0, "target_lon": 0}`).rideCreated(t)
+		if n := len(b.SucceededCharges()); n != 1 {
+			t.Fatalf("want 1 charge, got %d", n)
+		}
+	})
+
+	t.Run("CardDeclinedIs402AndReplayed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		first := b.postRide(t, b.DecliningRider, testKey, testBody)
+		p := first.requireProblem(t, http.StatusPaymentRequired, problem.CodeCardDeclined)
+		if !strings.Contains(p.Detail, "declined") {
+			t.Fatalf("want Stripe's message in the detail, got %q", p.Detail)
+		}
+
+		replay := b.postRide(t, b.DecliningRider, testKey, testBody)
+		replay.requireProblem(t, http.StatusPaymentRequired, problem.CodeCardDeclined)
+		if replay.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(first.body, replay.body) {
+			t.Fatalf("want the 402 replayed, got %s", replay.body)
+		}
+	})
+
+	t.Run("StripeDownIs503ThenRetrySucceeds", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.Stripe.InjectChargeFaults(fakestripe.FaultError500, 1)
+
+		resp := b.postRide(t, b.Rider, testKey, testBody)
+		resp.requireProblem(t, http.StatusServiceUnavailable, problem.CodePaymentProcessorUnavailable)
+		if resp.header.Get("Retry-After") == "" {
+			t.Fatal("want Retry-After on a 503")
+		}
+
+		b.postRide(t, b.Rider, testKey, testBody).rideCreated(t)
+		if n := len(b.SucceededCharges()); n != 1 {
+			t.Fatalf("want 1 charge, got %d", n)
+		}
+	})
+
+	t.Run("StripeChargedButAnswerLostRetryGetsOneCharge", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{freshStripeConnections: true})
+		b.Stripe.InjectChargeFaults(fakestripe.FaultChargeThenDrop, 1)
+
+		b.postRide(t, b.Rider, testKey, testBody).requireProblem(t, http.StatusServiceUnavailable, problem.CodePaymentProcessorUnavailable)
+		if n := len(b.SucceededCharges()); n != 1 {
+			t.Fatalf("want Stripe to hold the charge whose answer was lost, got %d", n)
+		}
+
+		body := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t)
+		charges := b.SucceededCharges()
+		if len(charges) != 1 || *body.Ride.StripeChargeID != charges[0].ID {
+			t.Fatalf("want the one charge on the ride, got %+v", charges)
+		}
+	})
+
+	t.Run("TwentyConcurrentRequestsWithOneKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+
+		const n = 20
+		responses := make([]*response, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				responses[i] = b.postRide(t, b.Rider, testKey, testBody)
+			})
+		}
+		close(start)
+		wg.Wait()
+
+		created := 0
+		for _, resp := range responses {
+			switch resp.status {
+			case http.StatusCreated:
+				resp.rideCreated(t)
+				if resp.header.Get("Idempotent-Replayed") != "true" {
+					created++
+				}
+			case http.StatusConflict:
+				resp.problem(t)
+			default:
+				t.Fatalf("want 201 or 409, got %d: %s", resp.status, resp.body)
+			}
+		}
+		if created > 1 {
+			t.Fatalf("want at most one fresh 201, got %d", created)
+		}
+		for table, want := range map[string]int{"rides": 1, "audit_records": 1, "staged_jobs": 1, "idempotency_keys": 1} {
+			if got := b.Count(t, `SELECT count(*) FROM `+table); got != want {
+				t.Fatalf("want %d rows in %s, got %d", want, table, got)
+			}
+		}
+		if got := len(b.SucceededCharges()); got != 1 {
+			t.Fatalf("want 1 charge, got %d", got)
+		}
+	})
+
+	t.Run("SameKeyFromTwoUsersMakesTwoRides", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		other := b.NewRider(t, "tok_visa")
+
+		one := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t)
+		two := b.postRide(t, other, testKey, testBody).rideCreated(t)
+		if one.Ride.ID == two.Ride.ID || *one.Ride.StripeChargeID == *two.Ride.StripeChargeID {
+			t.Fatal("want two rides with two charges")
+		}
+		if got := len(b.SucceededCharges()); got != 2 {
+			t.Fatalf("want 2 charges, got %d", got)
+		}
+	})
+}
+
+func TestGetRide(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	created := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t)
+	get := func(rider *ridetest.Rider, id string) *response {
+		return b.do(t, http.MethodGet, "/rides/"+id, map[string]string{"Authorization": "Bearer " + rider.Token}, "")
+	}
+
+	t.Run("OwnRide", func(t *testing.T) {
+		resp := get(b.Rider, fmt.Sprint(created.Ride.ID))
+		if resp.status != http.StatusOK || !bytes.Contains(resp.body, []byte(*created.Ride.StripeChargeID)) {
+			t.Fatalf("want the ride, got %d %s", resp.status, resp.body)
+		}
+	})
+	t.Run("SomeoneElsesRideIs404", func(t *testing.T) {
+		get(b.DecliningRider, fmt.Sprint(created.Ride.ID)).requireProblem(t, http.StatusNotFound, problem.CodeNotFound)
+	})
+	t.Run("MissingRideIs404", func(t *testing.T) {
+		get(b.Rider, "999999").requireProblem(t, http.StatusNotFound, problem.CodeNotFound)
+		get(b.Rider, "not-a-number").requireProblem(t, http.StatusNotFound, problem.CodeNotFound)
+	})
+	t.Run("Unauthenticated", func(t *testing.T) {
+		b.do(t, http.MethodGet, "/rides/1", nil, "").requireProblem(t, http.StatusUnauthorized, problem.CodeUnauthorized)
+	})
+}
+
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if resp := b.do(t, http.MethodGet, path, nil, ""); resp.status != http.StatusOK {
+			t.Fatalf("%s: want 200, got %d %s", path, resp.status, resp.body)
+		}
+	}
+	b.do(t, http.MethodGet, "/nowhere", nil, "").requireProblem(t, http.StatusNotFound, problem.CodeNotFound)
+
+	b.Pool.Close()
+	b.do(t, http.MethodGet, "/readyz", nil, "").requireProblem(t, http.StatusServiceUnavailable, problem.CodeServiceUnavailable)
+}

@@ -1,0 +1,40 @@
+// Command admin does what operators need by hand: for now, creating riders.
+//
+//	admin create-user -email E (-stripe-customer-id cus_X | -card tok_visa)
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/rocketrides/rocketrides/internal/bootstrap"
+)
+
+const usage = `usage: admin <command> [flags]
+
+commands:
+  create-user -email E -stripe-customer-id cus_X
+  create-user -email E -card tok_visa     (creates the Stripe customer first)
+`
+
+func main() {
+	bootstrap.Main("admin", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:])
+	})
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return errors.New("no command given")
+	}
+	switch args[0] {
+	case "create-user":
+		return createUser(ctx, args[1:])
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}

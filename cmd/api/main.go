@@ -1,0 +1,46 @@
+// Command api serves the Rocket Rides HTTP API.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+
+	"github.com/rocketrides/rocketrides/api"
+	"github.com/rocketrides/rocketrides/internal/bootstrap"
+)
+
+func main() {
+	bootstrap.Main("api", run)
+}
+
+func run(ctx context.Context) error {
+	cfg, err := bootstrap.LoadConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	logger := bootstrap.NewLogger(os.Stdout, cfg)
+
+	pool, err := bootstrap.OpenPool(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	executor, err := bootstrap.NewExecutor(cfg, pool, logger)
+	if err != nil {
+		return err
+	}
+
+	listener, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return fmt.Errorf("error listening on port %d: %w", cfg.Port, err)
+	}
+	logger.InfoContext(ctx, "API: listening", slog.String("addr", listener.Addr().String()),
+		slog.Bool("simulate_errors", cfg.SimulateErrors))
+
+	return bootstrap.ServeHTTP(ctx, listener, api.NewServer(pool, executor, logger).Handler(), logger)
+}

@@ -1,0 +1,62 @@
+// Command fakestripe runs the Stripe stand-in of internal/fakestripe as its own process, so that
+// Rocket Rides' processes and tests in other processes (a chaos test) can share one Stripe. Point
+// stripe-go at the URL it prints; drive its faults through the control API under /_fakestripe/.
+//
+//	PORT=12111 go run ./cmd/fakestripe        # or: go run ./cmd/fakestripe -addr 127.0.0.1:0
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/fakestripe"
+)
+
+// defaultPort is stripe-mock's port, so that either can stand in for Stripe at the same URL.
+const defaultPort = "12111"
+
+func main() {
+	bootstrap.Main("fakestripe", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	})
+}
+
+// run serves the stand-in until ctx ends. It prints the base URL alone on a line to stdout so
+// that a parent process can read it, which matters with port 0.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := bootstrap.LoadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	port := getenv("PORT") // LoadConfig checked it; its default is the API's port, not ours
+	if port == "" {
+		port = defaultPort
+	}
+	flags := flag.NewFlagSet("fakestripe", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	addr := flags.String("addr", "127.0.0.1:"+port, "address to listen on; overrides PORT")
+	if err := flags.Parse(args); err != nil {
+		return fmt.Errorf("error parsing flags: %w", err)
+	}
+
+	logger := bootstrap.NewLogger(stderr, cfg)
+	listener, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("error listening: %w", err)
+	}
+	url := "http://" + listener.Addr().String()
+	fmt.Fprintln(stdout, url)
+	logger.InfoContext(ctx, "Fakestripe: listening", slog.String("url", url))
+
+	fake := fakestripe.New(fakestripe.Options{Logger: logger})
+	// Release requests held by timeout faults as soon as shutdown starts, or draining would
+	// wait for them until the shutdown timeout.
+	context.AfterFunc(ctx, fake.Close)
+	return bootstrap.ServeHTTP(ctx, listener, fake, logger)
+}

@@ -1,0 +1,55 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Server timeouts. ReadHeaderTimeout stops slow-loris clients; WriteTimeout must outlast the
+// longest request (a ride request waits up to its 45 s budget); ShutdownTimeout is what a
+// process manager's stop grace period usually allows.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 60 * time.Second
+	idleTimeout       = 120 * time.Second
+	ShutdownTimeout   = 10 * time.Second
+)
+
+// ServeHTTP serves handler on listener until ctx ends, then stops accepting connections and
+// lets in-flight requests finish, within ShutdownTimeout.
+func ServeHTTP(ctx context.Context, listener net.Listener, handler http.Handler, logger *slog.Logger) error {
+	server := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- server.Serve(listener) }()
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("error serving HTTP: %w", err)
+	case <-ctx.Done():
+	}
+
+	logger.Info("HTTP: shutting down, draining in-flight requests")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	if err := server.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("error shutting down HTTP server: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("error serving HTTP: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rocketrides/rocketrides/migrations"
+)
+
+// connectWait is how long a starting process waits for its database. A Procfile starts every
+// process at once, often before the database accepts connections; past this, something is
+// wrong and a clear failure beats waiting forever.
+const connectWait = 10 * time.Second
+
+// OpenPool connects to the configured database, waiting up to connectWait for it to come up,
+// and checks that it is migrated.
+func OpenPool(ctx context.Context, cfg *Config, logger *slog.Logger) (*pgxpool.Pool, error) {
+	if cfg.DatabaseURL == "" {
+		return nil, errors.New("DATABASE_URL is not set")
+	}
+	poolConfig, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("error parsing DATABASE_URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
+	if err != nil {
+		return nil, fmt.Errorf("error creating database pool: %w", err)
+	}
+
+	if err := waitForDatabase(ctx, pool, logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := checkMigrated(ctx, cfg.DatabaseURL); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	deadline := time.Now().Add(connectWait)
+	for {
+		pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := pool.Ping(pingCtx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("database not reachable after %s (is Postgres running, and DATABASE_URL right?): %w", connectWait, err)
+		}
+		logger.WarnContext(ctx, "Bootstrap: database not reachable yet, retrying", slog.String("error", err.Error()))
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// checkMigrated fails when the database lacks migrations this build knows of: a process
+// running against an older schema would fail later, on some request, in a less obvious way.
+func checkMigrated(ctx context.Context, databaseURL string) error {
+	db, err := migrations.Open(databaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	provider, err := migrations.NewProvider(db)
+	if err != nil {
+		return err
+	}
+	pending, err := provider.HasPending(ctx)
+	if err != nil {
+		return fmt.Errorf("error checking migrations: %w", err)
+	}
+	if pending {
+		return errors.New("database is not migrated: run `go run ./cmd/migrate up` with the same DATABASE_URL")
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+// Package problem is the error body of the HTTP API: an RFC 9457 problem document with a stable
+// machine-readable code. It is shared by the api package, which answers most errors, and the
+// phases package, which stores the errors that finish a request (a declined card, say) so that
+// a replay returns the very same document.
+package problem
+
+import "fmt"
+
+// ContentType is the media type of a problem document.
+const ContentType = "application/problem+json"
+
+// typeBase is the prefix of every problem type URI. It need not resolve; it only has to be
+// stable and unique to this API.
+const typeBase = "https://rocketrides.example/problems/"
+
+// Code is a stable, machine-readable error identifier. Clients branch on it, never on Title or
+// Detail, which are for people and may change.
+type Code string
+
+// The codes this API answers with.
+const (
+	CodeCardDeclined                Code = "card_declined"
+	CodeIdempotencyKeyInUse         Code = "idempotency_key_in_use"
+	CodeIdempotencyKeyInvalid       Code = "idempotency_key_invalid"
+	CodeIdempotencyKeyMissing       Code = "idempotency_key_missing"
+	CodeIdempotencyKeyReused        Code = "idempotency_key_reused"
+	CodeInternalError               Code = "internal_error"
+	CodeInvalidParameter            Code = "invalid_parameter"
+	CodeNotFound                    Code = "not_found"
+	CodePaymentNeedsReview          Code = "payment_needs_review"
+	CodePaymentProcessorUnavailable Code = "payment_processor_unavailable"
+	CodePaymentRejected             Code = "payment_rejected"
+	CodeRequestConflict             Code = "request_conflict"
+	CodeRequestTooLarge             Code = "request_too_large"
+	CodeServiceUnavailable          Code = "service_unavailable"
+	CodeUnauthorized                Code = "unauthorized"
+	CodeUnsupportedMediaType        Code = "unsupported_media_type"
+)
+
+// Problem is an RFC 9457 problem document extended with Code and, for parameter errors, Param.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Code   Code   `json:"code"`
+	Param  string `json:"param,omitempty"`
+}
+
+// New builds a problem. Title is the short, fixed summary of code; detail says what happened
+// in this request.
+func New(status int, code Code, title, detail string) *Problem {
+	return &Problem{
+		Type:   typeBase + string(code),
+		Title:  title,
+		Status: status,
+		Detail: detail,
+		Code:   code,
+	}
+}
+
+// Newf is New with a formatted detail.
+func Newf(status int, code Code, title, format string, args ...any) *Problem {
+	return New(status, code, title, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,51 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Reasons a request is recorded as abandoned.
+const (
+	// AbandonedReasonStripeKeyExpired: the charge was first attempted so long ago that Stripe may
+	// have forgotten our idempotency key, so re-sending it could charge twice.
+	AbandonedReasonStripeKeyExpired = "stripe_idempotency_key_expired"
+)
+
+// AbandonedRequest is a request the system gave up on and a human must look at. It copies what
+// the idempotency key said, because keys are reaped and these rows are not.
+type AbandonedRequest struct {
+	ID               int64
+	CreatedAt        time.Time
+	Reason           string
+	IdempotencyKeyID *int64
+	IdempotencyKey   string
+	UserID           int64
+	RequestParams    []byte
+	RecoveryPoint    RecoveryPoint
+	LastError        *string
+	KeyCreatedAt     time.Time
+	KeyLastRunAt     time.Time
+	RideID           *int64
+}
+
+// AbandonedRequestInsertFromKey records key as abandoned for reason, with the ride it created
+// if any.
+func AbandonedRequestInsertFromKey(ctx context.Context, db DBTX, key *IdempotencyKey, reason string, rideID *int64) (*AbandonedRequest, error) {
+	var r AbandonedRequest
+	err := db.QueryRow(ctx, `
+		INSERT INTO abandoned_requests (reason, idempotency_key_id, idempotency_key, user_id,
+			request_params, recovery_point, last_error, key_created_at, key_last_run_at, ride_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		RETURNING id, created_at, reason, idempotency_key_id, idempotency_key, user_id,
+			request_params, recovery_point, last_error, key_created_at, key_last_run_at, ride_id`,
+		reason, key.ID, key.IdempotencyKey, key.UserID, key.RequestParams, key.RecoveryPoint,
+		key.LastError, key.CreatedAt, key.LastRunAt, rideID).
+		Scan(&r.ID, &r.CreatedAt, &r.Reason, &r.IdempotencyKeyID, &r.IdempotencyKey, &r.UserID,
+			&r.RequestParams, &r.RecoveryPoint, &r.LastError, &r.KeyCreatedAt, &r.KeyLastRunAt, &r.RideID)
+	if err != nil {
+		return nil, fmt.Errorf("error recording abandoned request for idempotency key %d: %w", key.ID, err)
+	}
+	return &r, nil
+}

@@ -1,0 +1,45 @@
+// Package models is the data layer: one file per table, each holding the table's type and the
+// plain SQL that reads and writes it. Functions take a DBTX so that the caller decides which
+// transaction they run in; models never begins or commits one.
+package models
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DBTX is what every query in this package runs on. Both *pgxpool.Pool and pgx.Tx satisfy it,
+// which lets the phases run several queries in one transaction of their choosing.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ErrNotFound is returned when a lookup matches no row, so that callers can branch on it
+// without knowing about pgx.
+var ErrNotFound = errors.New("not found")
+
+// notFound maps pgx's no-rows error to ErrNotFound and leaves every other error alone.
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// ErrUniqueViolation is returned when an insert collides with a unique constraint that the
+// caller can do something about (a duplicate email, say).
+var ErrUniqueViolation = errors.New("unique violation")
+
+// uniqueViolation maps Postgres's 23505 to ErrUniqueViolation, keeping the original in the chain.
+func uniqueViolation(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return errors.Join(ErrUniqueViolation, err)
+	}
+	return err
+}

@@ -1,0 +1,193 @@
+package models
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// RecoveryPoint names the last atomic phase a request committed. A retried request resumes
+// from it instead of starting over; see package phases for the graph they form.
+type RecoveryPoint string
+
+// The recovery points of a ride request, in the order the phases reach them.
+const (
+	RecoveryPointStarted       RecoveryPoint = "started"
+	RecoveryPointRideCreated   RecoveryPoint = "ride_created"
+	RecoveryPointChargeCreated RecoveryPoint = "charge_created"
+	RecoveryPointFinished      RecoveryPoint = "finished"
+)
+
+// IdempotencyKey is the bookkeeping of one client request: what was asked, how far the server
+// got, who is working on it right now, and, once finished, the response to replay.
+type IdempotencyKey struct {
+	ID                   int64
+	CreatedAt            time.Time
+	IdempotencyKey       string
+	LastRunAt            time.Time
+	LockedAt             *time.Time
+	RequestMethod        string
+	RequestParams        json.RawMessage
+	RequestPath          string
+	OriginIP             netip.Addr
+	ResponseCode         *int
+	ResponseBody         json.RawMessage
+	RecoveryPoint        RecoveryPoint
+	StripeIdempotencyKey string
+	ChargeAttemptedAt    *time.Time
+	LastError            *string
+	UserID               int64
+}
+
+const idempotencyKeyColumns = `id, created_at, idempotency_key, last_run_at, locked_at,
+	request_method, request_params, request_path, origin_ip, response_code, response_body,
+	recovery_point, stripe_idempotency_key, charge_attempted_at, last_error, user_id`
+
+func scanIdempotencyKey(row interface{ Scan(...any) error }) (*IdempotencyKey, error) {
+	var k IdempotencyKey
+	err := row.Scan(&k.ID, &k.CreatedAt, &k.IdempotencyKey, &k.LastRunAt, &k.LockedAt,
+		&k.RequestMethod, &k.RequestParams, &k.RequestPath, &k.OriginIP, &k.ResponseCode,
+		&k.ResponseBody, &k.RecoveryPoint, &k.StripeIdempotencyKey, &k.ChargeAttemptedAt,
+		&k.LastError, &k.UserID)
+	if err != nil {
+		return nil, err
+	}
+	return &k, nil
+}
+
+// IdempotencyKeyGetForUpdate finds a user's key and locks its row for the rest of the
+// transaction, or returns ErrNotFound.
+func IdempotencyKeyGetForUpdate(ctx context.Context, db DBTX, userID int64, key string) (*IdempotencyKey, error) {
+	k, err := scanIdempotencyKey(db.QueryRow(ctx, `
+		SELECT `+idempotencyKeyColumns+`
+		FROM idempotency_keys
+		WHERE user_id = $1 AND idempotency_key = $2
+		FOR UPDATE`, userID, key))
+	if err != nil {
+		return nil, fmt.Errorf("error getting idempotency key: %w", notFound(err))
+	}
+	return k, nil
+}
+
+// IdempotencyKeyGetByIDForUpdate reloads a key by id and locks its row, which is how every
+// atomic phase starts: it is the read that the fencing check is made on.
+func IdempotencyKeyGetByIDForUpdate(ctx context.Context, db DBTX, id int64) (*IdempotencyKey, error) {
+	k, err := scanIdempotencyKey(db.QueryRow(ctx, `
+		SELECT `+idempotencyKeyColumns+`
+		FROM idempotency_keys
+		WHERE id = $1
+		FOR UPDATE`, id))
+	if err != nil {
+		return nil, fmt.Errorf("error getting idempotency key %d: %w", id, notFound(err))
+	}
+	return k, nil
+}
+
+// IdempotencyKeyInsertParams are the columns of a new key. New keys start locked, at started.
+type IdempotencyKeyInsertParams struct {
+	IdempotencyKey       string
+	RequestMethod        string
+	RequestParams        json.RawMessage
+	RequestPath          string
+	OriginIP             netip.Addr
+	StripeIdempotencyKey string
+	UserID               int64
+}
+
+// IdempotencyKeyInsert creates a key, locked by the inserting request and at RecoveryPointStarted.
+func IdempotencyKeyInsert(ctx context.Context, db DBTX, params IdempotencyKeyInsertParams) (*IdempotencyKey, error) {
+	k, err := scanIdempotencyKey(db.QueryRow(ctx, `
+		INSERT INTO idempotency_keys (idempotency_key, locked_at, request_method, request_params,
+			request_path, origin_ip, recovery_point, stripe_idempotency_key, user_id)
+		VALUES ($1, now(), $2, $3, $4, $5, $6, $7, $8)
+		RETURNING `+idempotencyKeyColumns,
+		params.IdempotencyKey, params.RequestMethod, params.RequestParams, params.RequestPath,
+		params.OriginIP, RecoveryPointStarted, params.StripeIdempotencyKey, params.UserID))
+	if err != nil {
+		return nil, fmt.Errorf("error inserting idempotency key: %w", err)
+	}
+	return k, nil
+}
+
+// IdempotencyKeyLock takes the lock of an unfinished key for a new run, but only if nobody holds
+// it or its holder's lock is older than lockTimeout. It returns ErrNotFound when the key is
+// locked by someone else. The new locked_at is the caller's fencing token.
+func IdempotencyKeyLock(ctx context.Context, db DBTX, id int64, lockTimeout time.Duration) (*IdempotencyKey, error) {
+	k, err := scanIdempotencyKey(db.QueryRow(ctx, `
+		UPDATE idempotency_keys
+		SET locked_at = now(), last_run_at = now()
+		WHERE id = $1
+			AND recovery_point <> 'finished'
+			AND (locked_at IS NULL OR locked_at <= now() - make_interval(secs => $2))
+		RETURNING `+idempotencyKeyColumns, id, lockTimeout.Seconds()))
+	if err != nil {
+		return nil, fmt.Errorf("error locking idempotency key %d: %w", id, notFound(err))
+	}
+	return k, nil
+}
+
+// IdempotencyKeySetRecoveryPoint records that a phase committed, in that phase's transaction.
+func IdempotencyKeySetRecoveryPoint(ctx context.Context, db DBTX, id int64, point RecoveryPoint) (*IdempotencyKey, error) {
+	k, err := scanIdempotencyKey(db.QueryRow(ctx, `
+		UPDATE idempotency_keys
+		SET recovery_point = $2
+		WHERE id = $1
+		RETURNING `+idempotencyKeyColumns, id, point))
+	if err != nil {
+		return nil, fmt.Errorf("error setting recovery point of idempotency key %d: %w", id, notFound(err))
+	}
+	return k, nil
+}
+
+// IdempotencyKeyFinish stores the request's final response and releases the key for good.
+func IdempotencyKeyFinish(ctx context.Context, db DBTX, id int64, code int, body json.RawMessage) (*IdempotencyKey, error) {
+	k, err := scanIdempotencyKey(db.QueryRow(ctx, `
+		UPDATE idempotency_keys
+		SET recovery_point = 'finished', locked_at = NULL, response_code = $2, response_body = $3
+		WHERE id = $1
+		RETURNING `+idempotencyKeyColumns, id, code, body))
+	if err != nil {
+		return nil, fmt.Errorf("error finishing idempotency key %d: %w", id, notFound(err))
+	}
+	return k, nil
+}
+
+// IdempotencyKeyUnlock releases a key after a failed run so that a retry need not wait for the
+// lock timeout, and records why the run failed. It only releases the lock the caller holds
+// (lockedAt): a request whose lock was taken over must not release its successor's.
+func IdempotencyKeyUnlock(ctx context.Context, db DBTX, id int64, lockedAt time.Time, lastError string) (bool, error) {
+	const maxErrorLen = 2000 // the column's CHECK
+	if r := []rune(lastError); len(r) > maxErrorLen {
+		lastError = string(r[:maxErrorLen])
+	}
+	tag, err := db.Exec(ctx, `
+		UPDATE idempotency_keys
+		SET locked_at = NULL, last_error = $3
+		WHERE id = $1 AND locked_at = $2`, id, lockedAt, lastError)
+	if err != nil {
+		return false, fmt.Errorf("error unlocking idempotency key %d: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// IdempotencyKeyMarkChargeAttempted records the first time a charge for this key is about to
+// be sent to Stripe (later attempts keep the first time) and returns that time together with
+// whether it is older than maxAge by the database's clock.
+func IdempotencyKeyMarkChargeAttempted(ctx context.Context, db DBTX, id int64, maxAge time.Duration) (time.Time, bool, error) {
+	var (
+		attemptedAt time.Time
+		expired     bool
+	)
+	err := db.QueryRow(ctx, `
+		UPDATE idempotency_keys
+		SET charge_attempted_at = coalesce(charge_attempted_at, now())
+		WHERE id = $1
+		RETURNING charge_attempted_at, charge_attempted_at <= now() - make_interval(secs => $2)`,
+		id, maxAge.Seconds()).Scan(&attemptedAt, &expired)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("error marking charge attempt of idempotency key %d: %w", id, notFound(err))
+	}
+	return attemptedAt, expired, nil
+}

@@ -1,0 +1,96 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Ride is one trip a rider booked. StripeChargeID is nil until the charge went through.
+type Ride struct {
+	ID               int64
+	CreatedAt        time.Time
+	IdempotencyKeyID *int64
+	OriginLat        float64
+	OriginLon        float64
+	TargetLat        float64
+	TargetLon        float64
+	StripeChargeID   *string
+	UserID           int64
+}
+
+const rideColumns = `id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat,
+	target_lon, stripe_charge_id, user_id`
+
+func scanRide(row interface{ Scan(...any) error }) (*Ride, error) {
+	var r Ride
+	err := row.Scan(&r.ID, &r.CreatedAt, &r.IdempotencyKeyID, &r.OriginLat, &r.OriginLon,
+		&r.TargetLat, &r.TargetLon, &r.StripeChargeID, &r.UserID)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// RideInsertParams are the columns of a new ride.
+type RideInsertParams struct {
+	IdempotencyKeyID int64
+	OriginLat        float64
+	OriginLon        float64
+	TargetLat        float64
+	TargetLon        float64
+	UserID           int64
+}
+
+// RideInsert creates a ride that has not been charged yet.
+func RideInsert(ctx context.Context, db DBTX, params RideInsertParams) (*Ride, error) {
+	ride, err := scanRide(db.QueryRow(ctx, `
+		INSERT INTO rides (idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, user_id)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		RETURNING `+rideColumns,
+		params.IdempotencyKeyID, params.OriginLat, params.OriginLon, params.TargetLat,
+		params.TargetLon, params.UserID))
+	if err != nil {
+		return nil, fmt.Errorf("error inserting ride: %w", err)
+	}
+	return ride, nil
+}
+
+// RideGetByIdempotencyKeyID finds the ride a request created, which is how a resumed request
+// picks up where it left off. Returns ErrNotFound if there is none.
+func RideGetByIdempotencyKeyID(ctx context.Context, db DBTX, keyID int64) (*Ride, error) {
+	ride, err := scanRide(db.QueryRow(ctx, `
+		SELECT `+rideColumns+`
+		FROM rides
+		WHERE idempotency_key_id = $1`, keyID))
+	if err != nil {
+		return nil, fmt.Errorf("error getting ride of idempotency key %d: %w", keyID, notFound(err))
+	}
+	return ride, nil
+}
+
+// RideGetByIDForUser finds a ride that belongs to userID. Someone else's ride is ErrNotFound,
+// so that callers cannot tell it from a ride that does not exist.
+func RideGetByIDForUser(ctx context.Context, db DBTX, id, userID int64) (*Ride, error) {
+	ride, err := scanRide(db.QueryRow(ctx, `
+		SELECT `+rideColumns+`
+		FROM rides
+		WHERE id = $1 AND user_id = $2`, id, userID))
+	if err != nil {
+		return nil, fmt.Errorf("error getting ride %d: %w", id, notFound(err))
+	}
+	return ride, nil
+}
+
+// RideSetStripeChargeID records the charge that paid for a ride.
+func RideSetStripeChargeID(ctx context.Context, db DBTX, id int64, chargeID string) (*Ride, error) {
+	ride, err := scanRide(db.QueryRow(ctx, `
+		UPDATE rides
+		SET stripe_charge_id = $2
+		WHERE id = $1
+		RETURNING `+rideColumns, id, chargeID))
+	if err != nil {
+		return nil, fmt.Errorf("error setting charge of ride %d: %w", id, notFound(err))
+	}
+	return ride, nil
+}

@@ -1,0 +1,145 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stripe/stripe-go/v76"
+
+	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/models"
+)
+
+// What a ride costs. Every ride is a flat $20.00 while Rocket Rides is young.
+const (
+	RideAmountCents int64 = 20_00
+	RideCurrency          = "usd"
+)
+
+// chargeRide takes a request from ride_created to charge_created. Its heart is the request's one
+// foreign state mutation, the Stripe charge, which no database transaction can roll back. So it
+// is three steps, and no transaction or pooled connection is held while Stripe is called:
+//
+//  1. An atomic phase that checks the lock and records when the charge was first attempted.
+//  2. The charge itself, sent with the key's own Stripe idempotency key, so that however often
+//     this step is retried, in this process or another, Stripe charges once.
+//  3. An atomic phase that stores the outcome: the charge id and recovery point charge_created,
+//     or, for a definitive refusal, the stored 402 response.
+//
+// An indeterminate outcome (timeout, dropped connection, 5xx) stores nothing and returns a
+// PaymentUnavailableError: the next try simply asks Stripe again with the same key.
+func (e *Executor) chargeRide(ctx context.Context, key *models.IdempotencyKey, req *CreateRideRequest) error {
+	var ride *models.Ride
+	err := e.atomicPhase(ctx, key, func(ctx context.Context, tx pgx.Tx, key *models.IdempotencyKey) (PhaseAction, error) {
+		var err error
+		ride, err = models.RideGetByIdempotencyKeyID(ctx, tx, key.ID)
+		if err != nil {
+			return nil, fmt.Errorf("bug: no ride for key at %s: %w", models.RecoveryPointRideCreated, err)
+		}
+
+		if req.RaiseError {
+			return nil, ErrSimulated
+		}
+
+		_, expired, err := models.IdempotencyKeyMarkChargeAttempted(ctx, tx, key.ID, e.config.StripeKeyMaxAge)
+		if err != nil {
+			return nil, err
+		}
+		if expired {
+			// Stripe may have forgotten our key, so re-sending could charge a second time, and
+			// only a person can find out whether the first attempt went through.
+			if _, err := models.AbandonedRequestInsertFromKey(ctx, tx, key, models.AbandonedReasonStripeKeyExpired, &ride.ID); err != nil {
+				return nil, err
+			}
+			e.logger.ErrorContext(ctx, "Phases: charge attempt too old to retry safely; recorded for review",
+				slog.Int64("idempotency_key_id", key.ID), slog.Int64("ride_id", ride.ID))
+			return Response{Status: statusInternalServerError, Body: problem.New(statusInternalServerError,
+				problem.CodePaymentNeedsReview, "Payment needs review",
+				"We could not confirm whether this ride was charged, and it is too late to ask the payment processor safely. Our team will review it; do not retry it with a new key.")}, nil
+		}
+		return NoOp{}, nil
+	})
+	if err != nil || key.RecoveryPoint == models.RecoveryPointFinished {
+		return err
+	}
+
+	charge, chargeErr := e.createCharge(ctx, key, req.User, ride)
+	if e.hooks.afterCharge != nil {
+		e.hooks.afterCharge(ctx)
+	}
+
+	if chargeErr != nil {
+		if refusal := definitiveRefusal(chargeErr); refusal != nil {
+			return e.atomicPhase(ctx, key, func(context.Context, pgx.Tx, *models.IdempotencyKey) (PhaseAction, error) {
+				return Response{Status: statusPaymentRequired, Body: refusal}, nil
+			})
+		}
+		if isIndeterminate(chargeErr) {
+			return &PaymentUnavailableError{Err: chargeErr}
+		}
+		return fmt.Errorf("error charging ride %d: %w", ride.ID, chargeErr)
+	}
+
+	return e.atomicPhase(ctx, key, func(ctx context.Context, tx pgx.Tx, key *models.IdempotencyKey) (PhaseAction, error) {
+		if _, err := models.RideSetStripeChargeID(ctx, tx, ride.ID, charge.ID); err != nil {
+			return nil, err
+		}
+		return RecoveryPoint{Name: models.RecoveryPointChargeCreated}, nil
+	})
+}
+
+// createCharge sends the charge to Stripe.
+func (e *Executor) createCharge(ctx context.Context, key *models.IdempotencyKey, user *models.User, ride *models.Ride) (*stripe.Charge, error) {
+	params := &stripe.ChargeParams{
+		Amount:      stripe.Int64(RideAmountCents),
+		Currency:    stripe.String(RideCurrency),
+		Customer:    stripe.String(user.StripeCustomerID),
+		Description: stripe.String(fmt.Sprintf("Charge for ride %d", ride.ID)),
+	}
+	params.AddMetadata("ride_id", strconv.FormatInt(ride.ID, 10))
+	params.SetIdempotencyKey(key.StripeIdempotencyKey)
+	params.Context = ctx
+	return e.stripe.Charges.New(params)
+}
+
+// definitiveRefusal returns the problem to store when Stripe refused the charge for good: the
+// card was declined, or the request can never succeed as sent (no such customer, say). Retrying
+// either would only be refused again, so the request finishes with a 402.
+func definitiveRefusal(err error) *problem.Problem {
+	var stripeErr *stripe.Error
+	if !errors.As(err, &stripeErr) {
+		return nil
+	}
+	switch {
+	case stripeErr.Type == stripe.ErrorTypeCard:
+		return problem.New(statusPaymentRequired, problem.CodeCardDeclined, "Card declined",
+			"Error from payment processor: "+stripeErr.Msg)
+	case stripeErr.Type == stripe.ErrorTypeInvalidRequest && stripeErr.HTTPStatusCode < 500 &&
+		stripeErr.HTTPStatusCode != 401 && stripeErr.HTTPStatusCode != 403 &&
+		stripeErr.HTTPStatusCode != 409 && stripeErr.HTTPStatusCode != 429:
+		return problem.New(statusPaymentRequired, problem.CodePaymentRejected, "Payment rejected",
+			"Error from payment processor: "+stripeErr.Msg)
+	}
+	return nil
+}
+
+// isIndeterminate reports whether a failed charge may be retried with the same idempotency
+// key: Stripe was unreachable or overloaded, the answer was lost, another request with our key
+// was in flight, or Stripe rejected our own credentials (our misconfiguration, not the rider's
+// fault, and fixable by us). Anything else is a bug on our side.
+func isIndeterminate(err error) bool {
+	var stripeErr *stripe.Error
+	if !errors.As(err, &stripeErr) {
+		// Timeouts, resets and refused connections reach us as plain Go errors.
+		return true
+	}
+	switch stripeErr.HTTPStatusCode {
+	case 401, 403, 409, 429:
+		return true
+	}
+	return stripeErr.HTTPStatusCode >= 500 || stripeErr.HTTPStatusCode == 0
+}

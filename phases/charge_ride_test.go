@@ -1,0 +1,212 @@
+package phases
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/rocketrides/rocketrides/internal/fakestripe"
+	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/ridetest"
+	"github.com/rocketrides/rocketrides/internal/stripeclient"
+	"github.com/rocketrides/rocketrides/models"
+)
+
+func TestChargeRide(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	requireUnavailable := func(t *testing.T, err error) {
+		t.Helper()
+		var unavailable *PaymentUnavailableError
+		if !errors.As(err, &unavailable) {
+			t.Fatalf("want PaymentUnavailableError, got %v", err)
+		}
+	}
+
+	t.Run("Stripe500IsNotStoredAndRetrySucceeds", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Stripe.InjectChargeFaults(fakestripe.FaultError500, 1)
+
+		_, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		requireUnavailable(t, err)
+		key := b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
+		if key.ResponseCode != nil || key.ChargeAttemptedAt == nil {
+			t.Fatalf("want no stored response and a recorded charge attempt, got %v %v", key.ResponseCode, key.ChargeAttemptedAt)
+		}
+
+		b.requireCreate(t, newRequest(b.Rider))
+		b.requireOneChargedRide(t, b.Rider)
+	})
+
+	t.Run("ChargedButConnectionDroppedRetryGetsSameCharge", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Stripe.InjectChargeFaults(fakestripe.FaultChargeThenDrop, 1)
+		// A fresh connection per call: on a reused one, Go's transport would itself re-send
+		// the charge (it does so for requests with an Idempotency-Key), hiding the drop.
+		freshConns := &http.Transport{DisableKeepAlives: true}
+		executor := New(b.Pool, stripeclient.New(stripeclient.Config{
+			APIKey: ridetest.StripeAPIKey, URL: b.Stripe.URL, Timeout: ridetest.StripeTimeout, Transport: freshConns,
+		}), b.executor.logger, Config{})
+
+		_, err := executor.CreateRide(ctx, newRequest(b.Rider))
+		requireUnavailable(t, err)
+		if n := len(b.SucceededCharges()); n != 1 {
+			t.Fatalf("want Stripe to have charged before the drop, got %d charges", n)
+		}
+		b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
+
+		b.requireCreate(t, newRequest(b.Rider))
+		b.requireOneChargedRide(t, b.Rider)
+	})
+
+	t.Run("StripeTimeoutIsNotStored", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Stripe.InjectChargeFaults(fakestripe.FaultTimeout, 1)
+
+		start := time.Now()
+		_, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		requireUnavailable(t, err)
+		if elapsed := time.Since(start); elapsed > ridetest.StripeTimeout+5*time.Second {
+			t.Fatalf("want the call to give up after the Stripe timeout, took %s", elapsed)
+		}
+		b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
+
+		b.requireCreate(t, newRequest(b.Rider))
+		b.requireOneChargedRide(t, b.Rider)
+	})
+
+	t.Run("StripeRejectingOurAPIKeyIsNotStored", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		badStripe := stripeclient.New(stripeclient.Config{APIKey: "sk_live_not_ours", URL: b.Stripe.URL, Timeout: ridetest.StripeTimeout})
+		executor := New(b.Pool, badStripe, b.executor.logger, Config{})
+
+		_, err := executor.CreateRide(ctx, newRequest(b.Rider))
+		requireUnavailable(t, err)
+		b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
+
+		b.requireCreate(t, newRequest(b.Rider))
+		b.requireOneChargedRide(t, b.Rider)
+	})
+
+	t.Run("UnknownCustomerIsStoredAs402", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Exec(t, `UPDATE users SET stripe_customer_id = 'cus_gone' WHERE id = $1`, b.Rider.ID)
+		req := newRequest(b.Rider)
+		req.User.StripeCustomerID = "cus_gone"
+
+		outcome, err := b.executor.CreateRide(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p problem.Problem
+		_ = json.Unmarshal(outcome.Body, &p)
+		if outcome.StatusCode != 402 || p.Code != problem.CodePaymentRejected {
+			t.Fatalf("want stored 402 payment_rejected, got %d %s", outcome.StatusCode, outcome.Body)
+		}
+	})
+
+	// A request that outlived its lock must not commit anything once another request has taken
+	// the key over, nor release the new holder's lock.
+	t.Run("FencingStopsARequestWhoseLockWasTakenOver", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		successor := New(b.Pool, b.StripeClient, b.executor.logger, Config{})
+
+		var successorOutcome *Outcome
+		b.executor.hooks.afterCharge = func(ctx context.Context) {
+			// The first request stalls here past its lock timeout; a retry takes over and
+			// finishes the request while the first one still holds Stripe's answer.
+			b.Exec(t, `UPDATE idempotency_keys SET locked_at = locked_at - interval '91 seconds'`)
+			var err error
+			successorOutcome, err = successor.CreateRide(ctx, newRequest(b.Rider))
+			requireCreated(t, successorOutcome, err)
+		}
+
+		if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("want ErrLockLost, got %v", err)
+		}
+		b.requireOneChargedRide(t, b.Rider)
+		if n := b.Stripe.ChargeRequests(); n != 2 {
+			t.Fatalf("want both requests to have asked Stripe (the second replayed), got %d", n)
+		}
+
+		b.executor.hooks.afterCharge = nil
+		replay, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		if err != nil || !replay.Replayed || string(replay.Body) != string(successorOutcome.Body) {
+			t.Fatalf("want the successor's response replayed, got %v %+v", err, replay)
+		}
+	})
+
+	t.Run("LockTakenOverBeforePhaseCommitsNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		req := newRequest(b.Rider)
+		key, _, err := b.executor.upsertIdempotencyKey(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Another request takes the key between tx1 and the first phase.
+		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() + interval '1 second'`)
+
+		if err := b.executor.createRideRecord(ctx, key, req); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("want ErrLockLost, got %v", err)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM rides`); n != 0 {
+			t.Fatalf("want no ride committed, got %d", n)
+		}
+	})
+
+	t.Run("ChargeAttemptOlderThan23HoursIsNotResent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Stripe.InjectChargeFaults(fakestripe.FaultTimeout, 1)
+		_, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		requireUnavailable(t, err)
+		requests := b.Stripe.ChargeRequests()
+
+		// Stripe forgets idempotency keys after 24 hours.
+		b.Exec(t, `UPDATE idempotency_keys SET charge_attempted_at = now() - interval '23 hours 1 minute'`)
+
+		outcome, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p problem.Problem
+		_ = json.Unmarshal(outcome.Body, &p)
+		if outcome.StatusCode != 500 || p.Code != problem.CodePaymentNeedsReview {
+			t.Fatalf("want stored 500 payment_needs_review, got %d %s", outcome.StatusCode, outcome.Body)
+		}
+		if b.Stripe.ChargeRequests() != requests {
+			t.Fatal("want no charge re-sent")
+		}
+		key := b.key(t, b.Rider)
+		if key.RecoveryPoint != models.RecoveryPointFinished {
+			t.Fatalf("want key finished, got %s", key.RecoveryPoint)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM abandoned_requests WHERE reason = $1 AND idempotency_key_id = $2 AND ride_id IS NOT NULL`,
+			models.AbandonedReasonStripeKeyExpired, key.ID); n != 1 {
+			t.Fatalf("want the request recorded for review, got %d rows", n)
+		}
+	})
+
+	t.Run("ChargeAttemptJustUnder23HoursIsResent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Stripe.InjectChargeFaults(fakestripe.FaultError500, 1)
+		_, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		requireUnavailable(t, err)
+		b.Exec(t, `UPDATE idempotency_keys SET charge_attempted_at = now() - interval '22 hours 59 minutes'`)
+
+		b.requireCreate(t, newRequest(b.Rider))
+		b.requireOneChargedRide(t, b.Rider)
+	})
+}

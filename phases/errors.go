@@ -1,0 +1,41 @@
+package phases
+
+import "errors"
+
+// Errors a caller branches on. None of them is stored on the key: each leaves the request
+// where it was, to be retried (or, for ErrParamsMismatch, corrected) by the client.
+var (
+	// ErrParamsMismatch: the key was first used with other parameters, which is a client bug.
+	ErrParamsMismatch = errors.New("idempotency key was used with different parameters")
+
+	// ErrKeyInUse: another request holds the key's lock right now.
+	ErrKeyInUse = errors.New("idempotency key is in use by another request")
+
+	// ErrLockLost: this request ran past the lock timeout and another request took the key
+	// over. It stopped without committing anything further; the other request carries on.
+	ErrLockLost = errors.New("idempotency key lock was taken over by another request")
+
+	// ErrConflict: a phase kept failing on serialization conflicts or deadlocks with concurrent
+	// transactions, and gave up after Config.MaxPhaseAttempts tries.
+	ErrConflict = errors.New("phase kept conflicting with concurrent transactions")
+
+	// ErrSimulated is the failure the raise_error parameter asks for.
+	ErrSimulated = errors.New("simulated error after ride_created (raise_error)")
+
+	// ErrSimulationDisabled: raise_error was sent to a server that does not simulate errors.
+	ErrSimulationDisabled = errors.New("raise_error is only accepted when SIMULATE_ERRORS is on")
+)
+
+// PaymentUnavailableError means Stripe could not be asked, or did not answer definitively:
+// a timeout, a dropped connection, a 5xx, a rate limit, or a rejection of our own API key.
+// Nothing is stored; a retry re-sends the charge with the same Stripe idempotency key, so a
+// charge that did go through is replayed by Stripe rather than made twice.
+type PaymentUnavailableError struct {
+	Err error
+}
+
+func (e *PaymentUnavailableError) Error() string {
+	return "payment processor unavailable: " + e.Err.Error()
+}
+
+func (e *PaymentUnavailableError) Unwrap() error { return e.Err }

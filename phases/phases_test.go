@@ -1,0 +1,242 @@
+package phases
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/models"
+)
+
+func TestCreateRide(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("NewKeyCreatesAndChargesOneRide", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+
+		outcome, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		body := requireCreated(t, outcome, err)
+		if outcome.Replayed {
+			t.Fatal("a first request is not a replay")
+		}
+		b.requireOneChargedRide(t, b.Rider)
+
+		charge := b.SucceededCharges()[0]
+		if charge.Amount != 2000 || charge.Currency != "usd" || charge.Customer != b.Rider.StripeCustomerID {
+			t.Fatalf("want $20.00 usd charged to %s, got %+v", b.Rider.StripeCustomerID, charge)
+		}
+		key := b.key(t, b.Rider)
+		if charge.IdempotencyKey != key.StripeIdempotencyKey || charge.IdempotencyKey == testKey {
+			t.Fatalf("want the charge sent with our own derived key %q, got %q", key.StripeIdempotencyKey, charge.IdempotencyKey)
+		}
+		if body.Ride.StripeChargeID == nil || *body.Ride.StripeChargeID != charge.ID || body.Ride.OriginLat != testParams.OriginLat {
+			t.Fatalf("unexpected ride in body: %+v", body.Ride)
+		}
+
+		var args ReceiptJobArgs
+		if err := b.Pool.QueryRow(ctx, `SELECT job_args FROM staged_jobs`).Scan(&args); err != nil {
+			t.Fatal(err)
+		}
+		if args != (ReceiptJobArgs{RideID: body.Ride.ID, UserID: b.Rider.ID, Amount: 2000, Currency: "usd"}) {
+			t.Fatalf("unexpected receipt job args %+v", args)
+		}
+
+		var origin string
+		if err := b.Pool.QueryRow(ctx, `SELECT host(origin_ip) FROM audit_records`).Scan(&origin); err != nil {
+			t.Fatal(err)
+		}
+		if origin != "203.0.113.7" {
+			t.Fatalf("want audit origin 203.0.113.7, got %s", origin)
+		}
+	})
+
+	t.Run("FinishedKeyReplaysStoredResponse", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+
+		first, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		requireCreated(t, first, err)
+		requests := b.Stripe.ChargeRequests()
+
+		second, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		requireCreated(t, second, err)
+		if !second.Replayed || !bytes.Equal(first.Body, second.Body) {
+			t.Fatalf("want a replay of %s, got replayed=%t %s", first.Body, second.Replayed, second.Body)
+		}
+		if b.Stripe.ChargeRequests() != requests {
+			t.Fatal("a replay must not call Stripe")
+		}
+		b.requireOneChargedRide(t, b.Rider)
+	})
+
+	t.Run("ParamsMismatchIsRejectedAndChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.requireCreate(t, newRequest(b.Rider))
+
+		req := newRequest(b.Rider)
+		req.Params.TargetLat = 0
+		if _, err := b.executor.CreateRide(ctx, req); !errors.Is(err, ErrParamsMismatch) {
+			t.Fatalf("want ErrParamsMismatch, got %v", err)
+		}
+		b.requireOneChargedRide(t, b.Rider)
+	})
+
+	t.Run("SameKeyFromTwoUsersMakesTwoRides", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		other := b.NewRider(t, "tok_visa")
+
+		b.requireCreate(t, newRequest(b.Rider))
+		b.requireCreate(t, newRequest(other))
+		if n := len(b.SucceededCharges()); n != 2 {
+			t.Fatalf("want 2 charges, got %d", n)
+		}
+		if n := b.Count(t, `SELECT count(DISTINCT user_id) FROM rides`); n != 2 {
+			t.Fatalf("want rides for 2 users, got %d", n)
+		}
+	})
+
+	t.Run("KeyLockedNowIsInUse", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.executor.hooks.inPhase = failAt(models.RecoveryPointStarted)
+		if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, errInjected) {
+			t.Fatalf("want injected error, got %v", err)
+		}
+		b.executor.hooks.inPhase = nil
+		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now()`)
+
+		if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, ErrKeyInUse) {
+			t.Fatalf("want ErrKeyInUse, got %v", err)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM rides`); n != 0 {
+			t.Fatalf("want no ride, got %d", n)
+		}
+	})
+
+	t.Run("StaleLockIsTakenOver", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.executor.hooks.inPhase = failAt(models.RecoveryPointStarted)
+		_, _ = b.executor.CreateRide(ctx, newRequest(b.Rider))
+		b.executor.hooks.inPhase = nil
+		// A request that died 91 s ago without unlocking: its lock has expired.
+		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '91 seconds'`)
+
+		b.requireCreate(t, newRequest(b.Rider))
+		b.requireOneChargedRide(t, b.Rider)
+	})
+
+	t.Run("CardDeclinedIsStoredAs402", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+
+		outcome, err := b.executor.CreateRide(ctx, newRequest(b.DecliningRider))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p problem.Problem
+		if err := json.Unmarshal(outcome.Body, &p); err != nil {
+			t.Fatal(err)
+		}
+		if outcome.StatusCode != 402 || p.Code != problem.CodeCardDeclined || p.Status != 402 || p.Detail == "" {
+			t.Fatalf("want stored 402 card_declined, got %d %s", outcome.StatusCode, outcome.Body)
+		}
+
+		key := b.key(t, b.DecliningRider)
+		if key.RecoveryPoint != models.RecoveryPointFinished || *key.ResponseCode != 402 {
+			t.Fatalf("want key finished with 402, got %s", key.RecoveryPoint)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM rides WHERE stripe_charge_id IS NOT NULL`); n != 0 {
+			t.Fatalf("want no charged ride, got %d", n)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM staged_jobs`); n != 0 {
+			t.Fatalf("want no receipt staged, got %d", n)
+		}
+
+		replay, err := b.executor.CreateRide(ctx, newRequest(b.DecliningRider))
+		if err != nil || !replay.Replayed || replay.StatusCode != 402 || !bytes.Equal(replay.Body, outcome.Body) {
+			t.Fatalf("want the 402 replayed, got %v %+v", err, replay)
+		}
+	})
+
+	t.Run("RaiseErrorNeedsSimulateErrors", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		executor := New(b.Pool, b.StripeClient, b.executor.logger, Config{})
+		req := newRequest(b.Rider)
+		req.RaiseError = true
+		if _, err := executor.CreateRide(ctx, req); !errors.Is(err, ErrSimulationDisabled) {
+			t.Fatalf("want ErrSimulationDisabled, got %v", err)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM idempotency_keys`); n != 0 {
+			t.Fatalf("want nothing stored, got %d keys", n)
+		}
+	})
+}
+
+// TestResume covers a request picked up again at each recovery point, as a retry after a crash
+// or an error finds it.
+func TestResume(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	for _, point := range []models.RecoveryPoint{
+		models.RecoveryPointStarted,
+		models.RecoveryPointRideCreated,
+		models.RecoveryPointChargeCreated,
+	} {
+		t.Run("From_"+string(point), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+
+			b.executor.hooks.inPhase = failAt(point)
+			if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, errInjected) {
+				t.Fatalf("want injected error, got %v", err)
+			}
+			key := b.requireUnlockedAt(t, b.Rider, point)
+			if key.LastError == nil || *key.LastError != errInjected.Error() {
+				t.Fatalf("want last_error recorded, got %v", key.LastError)
+			}
+			chargesBefore := len(b.SucceededCharges())
+
+			b.executor.hooks.inPhase = nil
+			outcome, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+			requireCreated(t, outcome, err)
+			if outcome.Replayed {
+				t.Fatal("a resumed request is not a replay")
+			}
+			b.requireOneChargedRide(t, b.Rider)
+
+			// Resuming at charge_created only stages the receipt: the charge was made before.
+			if point == models.RecoveryPointChargeCreated && chargesBefore != 1 {
+				t.Fatalf("want the charge made before the failure, got %d", chargesBefore)
+			}
+		})
+	}
+
+	t.Run("InternalErrorDuringChargeUnlocksAtRideCreated", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		req := newRequest(b.Rider)
+		req.RaiseError = true
+
+		if _, err := b.executor.CreateRide(ctx, req); !errors.Is(err, ErrSimulated) {
+			t.Fatalf("want ErrSimulated, got %v", err)
+		}
+		b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
+		if b.Stripe.ChargeRequests() != 0 {
+			t.Fatal("want no charge attempted")
+		}
+
+		// raise_error is not part of the compared params: the retry without it matches.
+		b.requireCreate(t, newRequest(b.Rider))
+		b.requireOneChargedRide(t, b.Rider)
+	})
+}

@@ -1,0 +1,52 @@
+package phases
+
+import (
+	"time"
+
+	"github.com/rocketrides/rocketrides/models"
+)
+
+// HTTP status codes of the responses this package stores. They are plain numbers because the
+// state machine knows nothing of HTTP; the API serves whatever was stored.
+const (
+	statusCreated             = 201
+	statusPaymentRequired     = 402
+	statusInternalServerError = 500
+)
+
+// RideCreatedBody is the stored body of a successful ride request.
+type RideCreatedBody struct {
+	Message string   `json:"message"`
+	Ride    RideJSON `json:"ride"`
+}
+
+// RideJSON is how a ride looks to API clients.
+type RideJSON struct {
+	ID             int64     `json:"id"`
+	OriginLat      float64   `json:"origin_lat"`
+	OriginLon      float64   `json:"origin_lon"`
+	TargetLat      float64   `json:"target_lat"`
+	TargetLon      float64   `json:"target_lon"`
+	StripeChargeID *string   `json:"stripe_charge_id"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// NewRideJSON renders a ride for clients.
+func NewRideJSON(ride *models.Ride) RideJSON {
+	return RideJSON{
+		ID:             ride.ID,
+		OriginLat:      ride.OriginLat,
+		OriginLon:      ride.OriginLon,
+		TargetLat:      ride.TargetLat,
+		TargetLon:      ride.TargetLon,
+		StripeChargeID: ride.StripeChargeID,
+		CreatedAt:      ride.CreatedAt.UTC(),
+	}
+}
+
+func newRideCreatedBody(ride *models.Ride) RideCreatedBody {
+	return RideCreatedBody{
+		Message: "Ride booked and paid. Your pilot is on the way!",
+		Ride:    NewRideJSON(ride),
+	}
+}
