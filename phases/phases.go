@@ -14,7 +14,9 @@
 package phases
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -144,7 +146,13 @@ func (e *Executor) CreateRide(ctx context.Context, req *CreateRideRequest) (*Out
 		}
 	}
 
-	return &Outcome{StatusCode: *key.ResponseCode, Body: key.ResponseBody, Replayed: replayed}, nil
+	// Postgres hands jsonb back in its own layout; compacting it keeps what clients see small
+	// and identical between the first answer and every replay.
+	var body bytes.Buffer
+	if err := json.Compact(&body, key.ResponseBody); err != nil {
+		return nil, fmt.Errorf("error compacting stored response: %w", err)
+	}
+	return &Outcome{StatusCode: *key.ResponseCode, Body: body.Bytes(), Replayed: replayed}, nil
 }
 
 // runPhases walks the graph from the key's recovery point until the key is finished. Each phase

@@ -1,0 +1,66 @@
+package bootstrap
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadConfig(t *testing.T) {
+	t.Parallel()
+
+	env := func(kv map[string]string) func(string) string {
+		return func(k string) string { return kv[k] }
+	}
+
+	t.Run("Defaults", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := LoadConfig(env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Port != 5004 || cfg.LockTimeout != 90*time.Second || cfg.StripeTimeout != 20*time.Second ||
+			cfg.SimulateErrors || cfg.LogFormat != "text" || cfg.LogLevel != slog.LevelInfo || cfg.StripeAPIURL != "" {
+			t.Fatalf("unexpected defaults %+v", cfg)
+		}
+	})
+
+	t.Run("Overrides", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := LoadConfig(env(map[string]string{
+			"DATABASE_URL": "postgres://db", "PORT": "8080", "STRIPE_API_KEY": "sk_test_1",
+			"STRIPE_API_URL": "http://127.0.0.1:12111", "SIMULATE_ERRORS": "true", "LOG_FORMAT": "json",
+			"LOG_LEVEL": "debug", "STRIPE_TIMEOUT": "5s", "IDEMPOTENCY_KEY_LOCK_TIMEOUT": "30s",
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.DatabaseURL != "postgres://db" || cfg.Port != 8080 || cfg.StripeAPIKey != "sk_test_1" ||
+			cfg.StripeAPIURL != "http://127.0.0.1:12111" || !cfg.SimulateErrors || cfg.LogFormat != "json" ||
+			cfg.LogLevel != slog.LevelDebug || cfg.StripeTimeout != 5*time.Second || cfg.LockTimeout != 30*time.Second {
+			t.Fatalf("unexpected config %+v", cfg)
+		}
+	})
+
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"BadPort", map[string]string{"PORT": "http"}, "PORT"},
+		{"PortOutOfRange", map[string]string{"PORT": "70000"}, "PORT"},
+		{"BadBool", map[string]string{"SIMULATE_ERRORS": "sometimes"}, "SIMULATE_ERRORS"},
+		{"BadFormat", map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
+		{"BadLevel", map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
+		{"BadDuration", map[string]string{"STRIPE_TIMEOUT": "soon"}, "STRIPE_TIMEOUT"},
+		{"StripeTimeoutNearLockTimeout", map[string]string{"STRIPE_TIMEOUT": "60s"}, "under a third"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := LoadConfig(env(tt.env)); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("want an error naming %s, got %v", tt.want, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,232 @@
+// Package proctest runs the project's real binaries in tests: it builds them once per test
+// binary, starts them as separate processes with their output captured, and stops or kills them
+// the way a process manager or a crash would.
+package proctest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildMu  sync.Mutex
+	buildDir string
+	built    = map[string]string{}
+)
+
+// Build compiles ./cmd/<name> of this module once per test binary and returns the binary's path.
+func Build(t testing.TB, name string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if path, ok := built[name]; ok {
+		return path
+	}
+	if buildDir == "" {
+		dir, err := os.MkdirTemp("", "rrbin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buildDir = dir
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(buildDir, name)
+	cmd := exec.Command("go", "build", "-o", path, "./cmd/"+name)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("error building cmd/%s: %s\n%s", name, err, out)
+	}
+	built[name] = path
+	return path
+}
+
+// moduleRoot finds the directory holding go.mod, upwards from the test's working directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Process is a started binary.
+type Process struct {
+	Name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+// Start runs path with args and env (added to a minimal environment) and kills it when the test
+// ends if it is still running.
+func Start(t testing.TB, path string, env []string, args ...string) *Process {
+	t.Helper()
+	p := &Process{Name: filepath.Base(path), out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(path, args...)
+	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	p.cmd.Stdout = p.out
+	p.cmd.Stderr = p.out
+	// Kill the child if the test binary dies, so that no process outlives a crashed test.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("error starting %s: %s", p.Name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("output of %s:\n%s", p.Name, p.Output())
+		}
+	})
+	return p
+}
+
+// Output is everything the process wrote to stdout and stderr so far.
+func (p *Process) Output() string { return p.out.String() }
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Kill ends the process at once, as a crash would, and waits for it.
+func (p *Process) Kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Wait waits up to timeout for the process to exit and returns its exit code, or fails the test.
+func (p *Process) Wait(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %s\n%s", p.Name, timeout, p.Output())
+		return -1
+	}
+}
+
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Run runs path to completion and returns its stdout, stderr and exit code.
+func Run(t testing.TB, path string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	var outBuf, errBuf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &outBuf, &errBuf
+	err := cmd.Run()
+	if err != nil && cmd.ProcessState == nil {
+		t.Fatalf("error running %s: %s", path, err)
+	}
+	return outBuf.String(), errBuf.String(), cmd.ProcessState.ExitCode()
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// WaitHTTP polls url until it answers 200, failing the test after timeout or if p exits first.
+func WaitHTTP(t testing.TB, p *Process, url string, timeout time.Duration) {
+	t.Helper()
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if p != nil && p.Exited() {
+			t.Fatalf("%s exited before %s answered:\n%s", p.Name, url, p.Output())
+		}
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s did not answer 200 within %s", url, timeout)
+}
+
+// WaitOutput waits until the process has printed a line containing substr, and returns that line.
+func WaitOutput(t testing.TB, p *Process, substr string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, line := range strings.Split(p.Output(), "\n") {
+			if strings.Contains(line, substr) {
+				return line
+			}
+		}
+		if p.Exited() {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s did not print %q within %s:\n%s", p.Name, substr, timeout, p.Output())
+	return ""
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

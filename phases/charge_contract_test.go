@@ -1,0 +1,37 @@
+package phases
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/rocketrides/rocketrides/internal/stripeclient"
+	"github.com/rocketrides/rocketrides/internal/stripemock"
+	"github.com/rocketrides/rocketrides/models"
+)
+
+// TestChargeRequestContract sends the charge request this package really makes, through
+// stripe-go, to stripe-mock, which checks it against Stripe's own OpenAPI specification: a
+// renamed or mistyped parameter fails here even though our stand-in might accept it.
+func TestChargeRequestContract(t *testing.T) {
+	t.Parallel()
+
+	sc := stripeclient.New(stripeclient.Config{APIKey: "sk_test_123", URL: stripemock.Start(t), Timeout: 10 * time.Second})
+	executor := New(nil, sc, slog.New(slog.DiscardHandler), Config{})
+
+	key := &models.IdempotencyKey{ID: 1, StripeIdempotencyKey: newStripeIdempotencyKey()}
+	user := &models.User{ID: 1, StripeCustomerID: "cus_123"}
+	ride := &models.Ride{ID: 42}
+
+	charge, err := executor.createCharge(context.Background(), key, user, ride)
+	if err != nil {
+		t.Fatalf("stripe-mock rejected our charge request: %s", err)
+	}
+	if charge.ID == "" || charge.LastResponse == nil || charge.LastResponse.StatusCode != 200 {
+		t.Fatalf("want a charge back, got %+v", charge)
+	}
+	if got := charge.LastResponse.IdempotencyKey; got != key.StripeIdempotencyKey {
+		t.Fatalf("want the request sent with our derived key %q, stripe-mock saw %q", key.StripeIdempotencyKey, got)
+	}
+}
