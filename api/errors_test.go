@@ -1,0 +1,42 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/phases"
+)
+
+func TestErrFromPhases(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		err        error
+		status     int
+		code       problem.Code
+		retryAfter bool
+	}{
+		{phases.ErrParamsMismatch, http.StatusUnprocessableEntity, problem.CodeIdempotencyKeyReused, false},
+		{phases.ErrKeyInUse, http.StatusConflict, problem.CodeIdempotencyKeyInUse, true},
+		{phases.ErrLockLost, http.StatusConflict, problem.CodeIdempotencyKeyInUse, true},
+		{fmt.Errorf("%w after 5 attempts: boom", phases.ErrConflict), http.StatusConflict, problem.CodeRequestConflict, true},
+		{phases.ErrSimulationDisabled, http.StatusBadRequest, problem.CodeInvalidParameter, false},
+		{&phases.PaymentUnavailableError{Err: context.DeadlineExceeded}, http.StatusServiceUnavailable, problem.CodePaymentProcessorUnavailable, true},
+		{phases.ErrSimulated, http.StatusInternalServerError, problem.CodeInternalError, false},
+		{errors.New("anything else"), http.StatusInternalServerError, problem.CodeInternalError, false},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.code), func(t *testing.T) {
+			t.Parallel()
+			got := errFromPhases(tt.err)
+			if got.problem.Status != tt.status || got.problem.Code != tt.code || (got.retryAfter > 0) != tt.retryAfter {
+				t.Fatalf("%v: want %d %s retry-after=%t, got %d %s %s", tt.err, tt.status, tt.code, tt.retryAfter,
+					got.problem.Status, got.problem.Code, got.retryAfter)
+			}
+		})
+	}
+}
