@@ -43,6 +43,42 @@ type Config struct {
 
 	// SimulateErrors (SIMULATE_ERRORS, default false) allows the raise_error demo parameter.
 	SimulateErrors bool
+
+	// SMTPURL (SMTP_URL, default unset) is where receipts are mailed:
+	// smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://... (implicit TLS).
+	// Unset, the worker writes each rendered receipt to its log instead.
+	SMTPURL string
+
+	// MailFrom (MAIL_FROM) is the receipts' From address.
+	MailFrom string
+
+	// WorkerConcurrency (WORKER_CONCURRENCY, default 10) is how many jobs a worker runs at once.
+	WorkerConcurrency int
+
+	// EnqueuerPollInterval (ENQUEUER_POLL_INTERVAL, default 1s) is how often the enqueuer looks
+	// for staged jobs when no notification woke it: the fallback for a missed NOTIFY.
+	EnqueuerPollInterval time.Duration
+
+	// CompleterInterval (COMPLETER_INTERVAL, default 5s) is the completer's sleep between
+	// passes that found nothing to do.
+	CompleterInterval time.Duration
+
+	// CompleterMinAge (COMPLETER_MIN_AGE, default 5m) is how old a key must be before the
+	// completer considers its client gone; younger ones are left to the client's own retries.
+	CompleterMinAge time.Duration
+
+	// CompleterIdleFor (COMPLETER_IDLE_FOR, default 60s) is how long a key must not have been
+	// run before the completer picks it up.
+	CompleterIdleFor time.Duration
+
+	// ReaperInterval (REAPER_INTERVAL, default 1m) is the reaper's sleep between passes that
+	// found nothing to do.
+	ReaperInterval time.Duration
+
+	// ReapAfter (REAP_AFTER, default 72h) is the age at which keys are deleted: long enough
+	// that a bug shipped on a Friday can be fixed on Monday and the completer still finds the
+	// requests it broke.
+	ReapAfter time.Duration
 }
 
 // LoadConfig reads the configuration through getenv (os.Getenv outside tests).
@@ -57,6 +93,19 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		// coming near the lock timeout.
 		StripeTimeout: 20 * time.Second,
 		LockTimeout:   90 * time.Second,
+		SMTPURL:       getenv("SMTP_URL"),
+		MailFrom:      "Rocket Rides <receipts@rocketrides.example>",
+
+		WorkerConcurrency:    10,
+		EnqueuerPollInterval: time.Second,
+		CompleterInterval:    5 * time.Second,
+		CompleterMinAge:      5 * time.Minute,
+		CompleterIdleFor:     60 * time.Second,
+		ReaperInterval:       time.Minute,
+		ReapAfter:            72 * time.Hour,
+	}
+	if v := getenv("MAIL_FROM"); v != "" {
+		cfg.MailFrom = v
 	}
 
 	var errs []string
@@ -89,6 +138,19 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	}
 	parseDuration("STRIPE_TIMEOUT", &cfg.StripeTimeout)
 	parseDuration("IDEMPOTENCY_KEY_LOCK_TIMEOUT", &cfg.LockTimeout)
+	parseDuration("ENQUEUER_POLL_INTERVAL", &cfg.EnqueuerPollInterval)
+	parseDuration("COMPLETER_INTERVAL", &cfg.CompleterInterval)
+	parseDuration("COMPLETER_MIN_AGE", &cfg.CompleterMinAge)
+	parseDuration("COMPLETER_IDLE_FOR", &cfg.CompleterIdleFor)
+	parseDuration("REAPER_INTERVAL", &cfg.ReaperInterval)
+	parseDuration("REAP_AFTER", &cfg.ReapAfter)
+	if v := getenv("WORKER_CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Sprintf("WORKER_CONCURRENCY must be a positive number, not %q", v))
+		}
+		cfg.WorkerConcurrency = n
+	}
 	if v := getenv("SIMULATE_ERRORS"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
