@@ -54,6 +54,13 @@ func errInternal() *apiError {
 		"Something went wrong on our side. Retry the request with the same Idempotency-Key; it resumes where it stopped.")
 }
 
+func errShuttingDown() *apiError {
+	e := newError(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
+		"The server is restarting and stopped this request. Retry it with the same Idempotency-Key; it resumes where it stopped.")
+	e.retryAfter = retryAfterInUse
+	return e
+}
+
 // errFromPhases maps what the phases returned to the answer a client gets. None of these is
 // stored on the key: each is the answer to this attempt only.
 func errFromPhases(err error) *apiError {
@@ -68,8 +75,9 @@ func errFromPhases(err error) *apiError {
 		e.retryAfter = retryAfterInUse
 		return e
 	case errors.Is(err, phases.ErrConflict):
-		e := newError(http.StatusConflict, problem.CodeRequestConflict, "Request conflict",
-			"The request conflicted with concurrent requests. Retry it with the same Idempotency-Key.")
+		// Almost always other requests with the same key; the client's remedy is the same.
+		e := newError(http.StatusConflict, problem.CodeIdempotencyKeyInUse, "Idempotency key in use",
+			"The request kept conflicting with concurrent requests. Retry shortly with the same Idempotency-Key.")
 		e.retryAfter = retryAfterInUse
 		return e
 	case errors.Is(err, phases.ErrSimulationDisabled):

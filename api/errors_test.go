@@ -23,14 +23,14 @@ func TestErrFromPhases(t *testing.T) {
 		{phases.ErrParamsMismatch, http.StatusUnprocessableEntity, problem.CodeIdempotencyKeyReused, false},
 		{phases.ErrKeyInUse, http.StatusConflict, problem.CodeIdempotencyKeyInUse, true},
 		{phases.ErrLockLost, http.StatusConflict, problem.CodeIdempotencyKeyInUse, true},
-		{fmt.Errorf("%w after 5 attempts: boom", phases.ErrConflict), http.StatusConflict, problem.CodeRequestConflict, true},
+		{fmt.Errorf("%w after 5 attempts: boom", phases.ErrConflict), http.StatusConflict, problem.CodeIdempotencyKeyInUse, true},
 		{phases.ErrSimulationDisabled, http.StatusBadRequest, problem.CodeInvalidParameter, false},
 		{&phases.PaymentUnavailableError{Err: context.DeadlineExceeded}, http.StatusServiceUnavailable, problem.CodePaymentProcessorUnavailable, true},
 		{phases.ErrSimulated, http.StatusInternalServerError, problem.CodeInternalError, false},
 		{errors.New("anything else"), http.StatusInternalServerError, problem.CodeInternalError, false},
 	}
 	for _, tt := range tests {
-		t.Run(string(tt.code), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%T_%s", tt.err, tt.code), func(t *testing.T) {
 			t.Parallel()
 			got := errFromPhases(tt.err)
 			if got.problem.Status != tt.status || got.problem.Code != tt.code || (got.retryAfter > 0) != tt.retryAfter {

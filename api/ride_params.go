@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
@@ -166,6 +167,11 @@ func isKnownParam(name string) bool {
 	return false
 }
 
+// decimalNumber is the syntax a coordinate may have: JSON's number syntax, with a leading "+" and
+// a bare leading or trailing "." forgiven for form bodies. strconv.ParseFloat alone would also
+// accept "NaN", "Inf", hexadecimal and underscores.
+var decimalNumber = regexp.MustCompile(`^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$`)
+
 // parseCoordinate checks one coordinate: a finite number within the range of its kind.
 func parseCoordinate(name string, v any) (float64, *apiError) {
 	var text string
@@ -177,8 +183,11 @@ func parseCoordinate(name string, v any) (float64, *apiError) {
 	default:
 		return 0, errInvalidParameter(name, name+" must be a number.")
 	}
+	if !decimalNumber.MatchString(text) {
+		return 0, errInvalidParameter(name, name+" must be a decimal number.")
+	}
 	f, err := strconv.ParseFloat(text, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+	if err != nil || math.IsInf(f, 0) {
 		return 0, errInvalidParameter(name, name+" must be a finite number.")
 	}
 

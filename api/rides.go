@@ -53,6 +53,7 @@ func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), createRideTimeout)
 	defer cancel()
+	defer context.AfterFunc(s.workCtx, cancel)()
 
 	outcome, err := s.executor.CreateRide(ctx, &phases.CreateRideRequest{
 		User:           user,
@@ -61,6 +62,10 @@ func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
 		OriginIP:       remoteIP(r),
 		RaiseError:     raiseError,
 	})
+	if err != nil && s.workCtx.Err() != nil {
+		writeProblem(w, errShuttingDown())
+		return
+	}
 	if err != nil {
 		apiErr := errFromPhases(err)
 		if apiErr.problem.Status >= 500 {

@@ -100,6 +100,13 @@ func TestCreateRide(t *testing.T) {
 		b.requireNothingStored(t)
 	})
 
+	t.Run("BodyOfExactly64KiBIsAccepted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		body := testBody + strings.Repeat(" ", 64<<10-len(testBody))
+		b.postRide(t, b.Rider, testKey, body).rideCreated(t)
+	})
+
 	t.Run("ParamsMismatchIs422", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
@@ -204,22 +211,33 @@ func TestCreateRide(t *testing.T) {
 		close(start)
 		wg.Wait()
 
-		created := 0
+		var fresh []*response
+		var replays []*response
 		for _, resp := range responses {
 			switch resp.status {
 			case http.StatusCreated:
 				resp.rideCreated(t)
-				if resp.header.Get("Idempotent-Replayed") != "true" {
-					created++
+				if resp.header.Get("Idempotent-Replayed") == "true" {
+					replays = append(replays, resp)
+				} else {
+					fresh = append(fresh, resp)
 				}
 			case http.StatusConflict:
-				resp.problem(t)
+				resp.requireProblem(t, http.StatusConflict, problem.CodeIdempotencyKeyInUse)
+				if resp.header.Get("Retry-After") == "" {
+					t.Fatal("want Retry-After on every 409")
+				}
 			default:
 				t.Fatalf("want 201 or 409, got %d: %s", resp.status, resp.body)
 			}
 		}
-		if created > 1 {
-			t.Fatalf("want at most one fresh 201, got %d", created)
+		if len(fresh) != 1 {
+			t.Fatalf("want exactly one request to have done the work, got %d", len(fresh))
+		}
+		for _, replay := range replays {
+			if !bytes.Equal(replay.body, fresh[0].body) {
+				t.Fatalf("want replays identical to the first answer, got %s vs %s", replay.body, fresh[0].body)
+			}
 		}
 		for table, want := range map[string]int{"rides": 1, "audit_records": 1, "staged_jobs": 1, "idempotency_keys": 1} {
 			if got := b.Count(t, `SELECT count(*) FROM `+table); got != want {

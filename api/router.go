@@ -4,6 +4,7 @@
 package api
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -18,12 +19,22 @@ type Server struct {
 	executor *phases.Executor
 	logger   *slog.Logger
 	pool     *pgxpool.Pool
+
+	// workCtx ends when AbortInFlight is called; every ride request's work hangs off it.
+	workCtx     context.Context
+	abortAction context.CancelFunc
 }
 
 // NewServer returns a Server over executor, reading users and rides from pool.
 func NewServer(pool *pgxpool.Pool, executor *phases.Executor, logger *slog.Logger) *Server {
-	return &Server{executor: executor, logger: logger, pool: pool}
+	workCtx, abort := context.WithCancel(context.Background())
+	return &Server{executor: executor, logger: logger, pool: pool, workCtx: workCtx, abortAction: abort}
 }
+
+// AbortInFlight cancels the work of every ride request in progress, for a shutdown that cannot
+// wait for them. Each stops at a phase boundary or mid-phase (rolled back), unlocks its key and
+// answers 503; a retry resumes from the last recovery point.
+func (s *Server) AbortInFlight() { s.abortAction() }
 
 // Handler is the whole API, every route in one place.
 func (s *Server) Handler() http.Handler {

@@ -11,6 +11,16 @@ const (
 	// AbandonedReasonStripeKeyExpired: the charge was first attempted so long ago that Stripe may
 	// have forgotten our idempotency key, so re-sending it could charge twice.
 	AbandonedReasonStripeKeyExpired = "stripe_idempotency_key_expired"
+
+	// AbandonedReasonStripeKeyConflict: Stripe refused our idempotency key because it was first
+	// used with other charge parameters (the rider's Stripe customer changed between attempts,
+	// say), so it will neither replay the first attempt nor charge again.
+	AbandonedReasonStripeKeyConflict = "stripe_idempotency_key_conflict"
+
+	// AbandonedReasonStripeReplayedError: Stripe failed while executing our charge and saved that
+	// failure under our idempotency key, so every retry gets the same error back and cannot tell
+	// whether a charge exists.
+	AbandonedReasonStripeReplayedError = "stripe_replayed_error"
 )
 
 // AbandonedRequest is a request the system gave up on and a human must look at. It copies what

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -158,14 +159,10 @@ func IdempotencyKeyFinish(ctx context.Context, db DBTX, id int64, code int, body
 // lock timeout, and records why the run failed. It only releases the lock the caller holds
 // (lockedAt): a request whose lock was taken over must not release its successor's.
 func IdempotencyKeyUnlock(ctx context.Context, db DBTX, id int64, lockedAt time.Time, lastError string) (bool, error) {
-	const maxErrorLen = 2000 // the column's CHECK
-	if r := []rune(lastError); len(r) > maxErrorLen {
-		lastError = string(r[:maxErrorLen])
-	}
 	tag, err := db.Exec(ctx, `
 		UPDATE idempotency_keys
 		SET locked_at = NULL, last_error = $3
-		WHERE id = $1 AND locked_at = $2`, id, lockedAt, lastError)
+		WHERE id = $1 AND locked_at = $2`, id, lockedAt, SanitizeErrorText(lastError))
 	if err != nil {
 		return false, fmt.Errorf("error unlocking idempotency key %d: %w", id, err)
 	}
@@ -190,4 +187,18 @@ func IdempotencyKeyMarkChargeAttempted(ctx context.Context, db DBTX, id int64, m
 		return time.Time{}, false, fmt.Errorf("error marking charge attempt of idempotency key %d: %w", id, notFound(err))
 	}
 	return attemptedAt, expired, nil
+}
+
+// maxErrorTextLen is the CHECK on idempotency_keys.last_error.
+const maxErrorTextLen = 2000
+
+// SanitizeErrorText makes an error message storable in a text column: Postgres rejects NUL bytes
+// and invalid UTF-8, which error texts quoting a remote server's answer may well contain, and a
+// rejected write here would leave a key locked.
+func SanitizeErrorText(text string) string {
+	text = strings.ReplaceAll(strings.ToValidUTF8(text, "\uFFFD"), "\x00", "")
+	if r := []rune(text); len(r) > maxErrorTextLen {
+		text = string(r[:maxErrorTextLen])
+	}
+	return text
 }

@@ -50,16 +50,9 @@ func (e *Executor) chargeRide(ctx context.Context, key *models.IdempotencyKey, r
 			return nil, err
 		}
 		if expired {
-			// Stripe may have forgotten our key, so re-sending could charge a second time, and
-			// only a person can find out whether the first attempt went through.
-			if _, err := models.AbandonedRequestInsertFromKey(ctx, tx, key, models.AbandonedReasonStripeKeyExpired, &ride.ID); err != nil {
-				return nil, err
-			}
-			e.logger.ErrorContext(ctx, "Phases: charge attempt too old to retry safely; recorded for review",
-				slog.Int64("idempotency_key_id", key.ID), slog.Int64("ride_id", ride.ID))
-			return Response{Status: statusInternalServerError, Body: problem.New(statusInternalServerError,
-				problem.CodePaymentNeedsReview, "Payment needs review",
-				"We could not confirm whether this ride was charged, and it is too late to ask the payment processor safely. Our team will review it; do not retry it with a new key.")}, nil
+			// Stripe may have forgotten our key, so re-sending could charge a second time.
+			return e.needsReview(ctx, tx, key, ride, models.AbandonedReasonStripeKeyExpired,
+				"the first charge attempt is older than Stripe's idempotency key memory")
 		}
 		return NoOp{}, nil
 	})
@@ -78,6 +71,11 @@ func (e *Executor) chargeRide(ctx context.Context, key *models.IdempotencyKey, r
 				return Response{Status: statusPaymentRequired, Body: refusal}, nil
 			})
 		}
+		if reason := stuckAtStripe(chargeErr); reason != "" {
+			return e.atomicPhase(ctx, key, func(ctx context.Context, tx pgx.Tx, key *models.IdempotencyKey) (PhaseAction, error) {
+				return e.needsReview(ctx, tx, key, ride, reason, chargeErr.Error())
+			})
+		}
 		if isIndeterminate(chargeErr) {
 			return &PaymentUnavailableError{Err: chargeErr}
 		}
@@ -90,6 +88,23 @@ func (e *Executor) chargeRide(ctx context.Context, key *models.IdempotencyKey, r
 		}
 		return RecoveryPoint{Name: models.RecoveryPointChargeCreated}, nil
 	})
+}
+
+// needsReview finishes a request whose charge no retry can settle: it records the request in
+// abandoned_requests for a person, and stores a 500 that tells the client not to try again with
+// a new key (which could charge twice).
+func (e *Executor) needsReview(ctx context.Context, tx pgx.Tx, key *models.IdempotencyKey, ride *models.Ride, reason, detail string) (PhaseAction, error) {
+	recorded := *key
+	recorded.LastError = &detail
+	if _, err := models.AbandonedRequestInsertFromKey(ctx, tx, &recorded, reason, &ride.ID); err != nil {
+		return nil, err
+	}
+	e.logger.ErrorContext(ctx, "Phases: charge cannot be settled by retrying; recorded for review",
+		slog.Int64("idempotency_key_id", key.ID), slog.Int64("ride_id", ride.ID),
+		slog.String("reason", reason), slog.String("detail", detail))
+	return Response{Status: statusInternalServerError, Body: problem.New(statusInternalServerError,
+		problem.CodePaymentNeedsReview, "Payment needs review",
+		"We could not confirm whether this ride was charged, and retrying cannot find out. Our team will review it; do not retry it with a new key.")}, nil
 }
 
 // createCharge sends the charge to Stripe.
@@ -125,6 +140,26 @@ func definitiveRefusal(err error) *problem.Problem {
 			"Error from payment processor: "+stripeErr.Msg)
 	}
 	return nil
+}
+
+// stuckAtStripe names why a failed charge can never be settled by re-sending it with the same
+// idempotency key, or returns "" if it can be:
+//   - Stripe saved a failure under our key (it does for errors that happen once a request began
+//     executing, 500s included) and replays it to every retry;
+//   - Stripe refuses our key because it was first used with other parameters.
+func stuckAtStripe(err error) string {
+	var stripeErr *stripe.Error
+	if !errors.As(err, &stripeErr) {
+		return ""
+	}
+	switch {
+	case stripeErr.Type == stripe.ErrorTypeIdempotency && stripeErr.HTTPStatusCode == 400:
+		return models.AbandonedReasonStripeKeyConflict
+	case stripeErr.HTTPStatusCode >= 500 && stripeErr.LastResponse != nil &&
+		stripeErr.LastResponse.Header.Get("Idempotent-Replayed") == "true":
+		return models.AbandonedReasonStripeReplayedError
+	}
+	return ""
 }
 
 // isIndeterminate reports whether a failed charge may be retried with the same idempotency

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/rocketrides/rocketrides/internal/fakestripe"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/ridetest"
@@ -143,6 +145,129 @@ func TestChargeRide(t *testing.T) {
 		replay, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
 		if err != nil || !replay.Replayed || string(replay.Body) != string(successorOutcome.Body) {
 			t.Fatalf("want the successor's response replayed, got %v %+v", err, replay)
+		}
+	})
+
+	// takeOver simulates another request taking the key over while this one waits on Stripe: it
+	// writes a new lock token, as IdempotencyKeyLock would, and returns it.
+	takeOver := func(t *testing.T, b *testBundle) time.Time {
+		var token time.Time
+		if err := b.Pool.QueryRow(ctx, `UPDATE idempotency_keys SET locked_at = locked_at + interval '1 second' RETURNING locked_at`).Scan(&token); err != nil {
+			t.Fatal(err)
+		}
+		return token
+	}
+
+	t.Run("TakenOverRequestCommitsNothingAfterTheCharge", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var successorToken time.Time
+		b.executor.hooks.afterCharge = func(context.Context) { successorToken = takeOver(t, b) }
+
+		if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("want ErrLockLost, got %v", err)
+		}
+		key := b.key(t, b.Rider)
+		if key.RecoveryPoint != models.RecoveryPointRideCreated || key.LockedAt == nil || !key.LockedAt.Equal(successorToken) {
+			t.Fatalf("want the key left at ride_created under the successor's lock, got %s locked %v", key.RecoveryPoint, key.LockedAt)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM rides WHERE stripe_charge_id IS NOT NULL`); n != 0 {
+			t.Fatal("want the charge id left for the successor to record")
+		}
+	})
+
+	t.Run("TakenOverRequestDoesNotReleaseTheSuccessorsLock", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Stripe.InjectChargeFaults(fakestripe.FaultError500, 1)
+		var successorToken time.Time
+		b.executor.hooks.afterCharge = func(context.Context) { successorToken = takeOver(t, b) }
+
+		_, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		requireUnavailable(t, err)
+		key := b.key(t, b.Rider)
+		if key.LockedAt == nil || !key.LockedAt.Equal(successorToken) || key.LastError != nil {
+			t.Fatalf("want the successor's lock untouched, got locked %v last_error %v", key.LockedAt, key.LastError)
+		}
+	})
+
+	t.Run("ChargeMadeButNotRecordedIsRecoveredByRetry", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		phasesAtRideCreated := 0
+		b.executor.hooks.inPhase = func(_ context.Context, _ pgx.Tx, p models.RecoveryPoint) error {
+			if p == models.RecoveryPointRideCreated {
+				if phasesAtRideCreated++; phasesAtRideCreated == 2 { // the phase that records the charge
+					return errInjected
+				}
+			}
+			return nil
+		}
+		if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, errInjected) {
+			t.Fatalf("want the injected error, got %v", err)
+		}
+		b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
+		if n := len(b.SucceededCharges()); n != 1 {
+			t.Fatalf("want Stripe to hold the unrecorded charge, got %d", n)
+		}
+
+		b.requireCreate(t, newRequest(b.Rider))
+		b.requireOneChargedRide(t, b.Rider)
+	})
+
+	requireNeedsReview := func(t *testing.T, b *testBundle, outcome *Outcome, err error, reason string) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("want a stored answer, got error %v", err)
+		}
+		var p problem.Problem
+		_ = json.Unmarshal(outcome.Body, &p)
+		if outcome.StatusCode != 500 || p.Code != problem.CodePaymentNeedsReview {
+			t.Fatalf("want stored 500 payment_needs_review, got %d %s", outcome.StatusCode, outcome.Body)
+		}
+		key := b.key(t, b.Rider)
+		if key.RecoveryPoint != models.RecoveryPointFinished {
+			t.Fatalf("want key finished, got %s", key.RecoveryPoint)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM abandoned_requests WHERE reason = $1 AND idempotency_key_id = $2 AND ride_id IS NOT NULL AND last_error <> ''`,
+			reason, key.ID); n != 1 {
+			t.Fatalf("want the request recorded for review as %s, got %d rows", reason, n)
+		}
+	}
+
+	t.Run("SavedStripeErrorIsNotRetriedForever", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Stripe.InjectChargeFaults(fakestripe.FaultError500Saved, 1)
+
+		_, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		requireUnavailable(t, err) // the first 500 may be a passing failure
+
+		// The retry gets the same 500 replayed by Stripe: retrying can never settle it.
+		outcome, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		requireNeedsReview(t, b, outcome, err, models.AbandonedReasonStripeReplayedError)
+	})
+
+	t.Run("StripeKeyUsedWithOtherParamsNeedsReview", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Stripe.InjectChargeFaults(fakestripe.FaultChargeThenDrop, 1)
+		executor := New(b.Pool, stripeclient.New(stripeclient.Config{
+			APIKey: ridetest.StripeAPIKey, URL: b.Stripe.URL, Timeout: ridetest.StripeTimeout,
+			Transport: &http.Transport{DisableKeepAlives: true},
+		}), b.executor.logger, Config{})
+		_, err := executor.CreateRide(ctx, newRequest(b.Rider))
+		requireUnavailable(t, err)
+
+		// The rider's Stripe customer changes before the retry: the same key, other params.
+		other := b.NewRider(t, "tok_visa")
+		req := newRequest(b.Rider)
+		req.User.StripeCustomerID = other.StripeCustomerID
+
+		outcome, err := executor.CreateRide(ctx, req)
+		requireNeedsReview(t, b, outcome, err, models.AbandonedReasonStripeKeyConflict)
+		if n := len(b.SucceededCharges()); n != 1 {
+			t.Fatalf("want still exactly 1 charge, got %d", n)
 		}
 	})
 

@@ -42,5 +42,6 @@ func run(ctx context.Context) error {
 	logger.InfoContext(ctx, "API: listening", slog.String("addr", listener.Addr().String()),
 		slog.Bool("simulate_errors", cfg.SimulateErrors))
 
-	return bootstrap.ServeHTTP(ctx, listener, api.NewServer(pool, executor, logger).Handler(), logger)
+	server := api.NewServer(pool, executor, logger)
+	return bootstrap.ServeHTTP(ctx, listener, server.Handler(), logger, server.AbortInFlight)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rocketrides/rocketrides/internal/dbtest"
 	"github.com/rocketrides/rocketrides/internal/proctest"
@@ -19,13 +22,24 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // TestReadmeQuickStart walks the README's "run the API against a database" steps with the real
 // binaries: migrate, start the Stripe stand-in, create a rider, start the API, book a ride with
 // the README's curl request, replay it, and stop the API with SIGTERM.
-func TestReadmeQuickStart(t *testing.T) {
-	t.Parallel()
+// stack is the API with everything it needs, each a real process.
+type stack struct {
+	databaseURL string
+	stripeURL   string
+	base        string // the API's base URL
+	token       string // a rider's API token
+	api         *proctest.Process
+}
+
+// startStack walks the README's "Running the API" steps with the real binaries: migrate (twice,
+// to show it is safe), start the Stripe stand-in, create a rider, start the API.
+func startStack(t *testing.T, extraEnv ...string) *stack {
+	t.Helper()
 	databaseURL := "DATABASE_URL=" + dbtest.NewEmptyDB(t)
 	migrateBin, stripeBin, adminBin, apiBin := proctest.Build(t, "migrate"), proctest.Build(t, "fakestripe"),
 		proctest.Build(t, "admin"), proctest.Build(t, "api")
 
-	for range 2 { // safe to run twice
+	for range 2 {
 		if out, errOut, code := proctest.Run(t, migrateBin, []string{databaseURL}, "up"); code != 0 {
 			t.Fatalf("migrate up exited %d: %s%s", code, out, errOut)
 		}
@@ -52,40 +66,113 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 
 	port := proctest.FreePort(t)
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	api := proctest.Start(t, apiBin, append(env, fmt.Sprintf("PORT=%d", port)))
-	proctest.WaitHTTP(t, api, base+"/readyz", 15*time.Second)
+	s := &stack{
+		databaseURL: strings.TrimPrefix(databaseURL, "DATABASE_URL="),
+		stripeURL:   stripeURL,
+		base:        fmt.Sprintf("http://127.0.0.1:%d", port),
+		token:       user.Token,
+	}
+	s.api = proctest.Start(t, apiBin, append(append(env, fmt.Sprintf("PORT=%d", port)), extraEnv...))
+	proctest.WaitHTTP(t, s.api, s.base+"/readyz", 15*time.Second)
+	return s
+}
 
-	post := func() *http.Response {
-		req, _ := http.NewRequest(http.MethodPost, base+"/rides",
-			strings.NewReader("origin_lat=0.0&origin_lon=0.0&target_lat=0.0&target_lon=0.0"))
-		req.Header.Set("Authorization", "Bearer "+user.Token)
-		req.Header.Set("Idempotency-Key", "readme-key-0123456789abcdef")
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+// postRide sends the README's curl request and returns the status, replay header and body.
+func (s *stack) postRide(t *testing.T) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.base+"/rides",
+		strings.NewReader("origin_lat=0.0&origin_lon=0.0&target_lat=0.0&target_lon=0.0"))
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Idempotency-Key", "readme-key-0123456789abcdef")
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), string(body)
+}
+
+// stop sends SIGTERM to the API and requires a clean exit within the 10 s the processes promise.
+func (s *stack) stop(t *testing.T) {
+	t.Helper()
+	if err := s.api.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := s.api.Wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("want exit 0 after SIGTERM, got %d:\n%s", code, s.api.Output())
+	}
+}
+
+// TestReadmeQuickStart books a ride with the README's curl request, replays it, and stops the API.
+func TestReadmeQuickStart(t *testing.T) {
+	t.Parallel()
+	s := startStack(t)
+
+	status, replayed, first := s.postRide(t)
+	if status != http.StatusCreated || replayed != "" || !strings.Contains(first, `"stripe_charge_id":"ch_`) {
+		t.Fatalf("want 201 with a charged ride, got %d %s", status, first)
+	}
+	status, replayed, second := s.postRide(t)
+	if status != http.StatusCreated || replayed != "true" || second != first {
+		t.Fatalf("want the 201 replayed, got %d %q %s", status, replayed, second)
+	}
+	s.stop(t)
+}
+
+// TestShutdownAbortsARequestStuckOnStripe stops the API while a ride request waits on a Stripe
+// that never answers: the API still exits 0 within 10 s, the request is answered 503, its key is
+// left unlocked at ride_created, ready for a retry to resume.
+func TestShutdownAbortsARequestStuckOnStripe(t *testing.T) {
+	t.Parallel()
+	s := startStack(t)
+	control := func(method, path, body string) string {
+		req, _ := http.NewRequest(method, s.stripeURL+"/_fakestripe/"+path, strings.NewReader(body))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return string(out)
 	}
-	first := post()
-	firstBody, _ := io.ReadAll(first.Body)
-	first.Body.Close()
-	if first.StatusCode != http.StatusCreated || !strings.Contains(string(firstBody), `"stripe_charge_id":"ch_`) {
-		t.Fatalf("want 201 with a charged ride, got %d %s", first.StatusCode, firstBody)
+	control(http.MethodPost, "faults", `{"kind": "timeout", "count": 1}`)
+
+	type answer struct {
+		status int
+		body   string
 	}
-	second := post()
-	secondBody, _ := io.ReadAll(second.Body)
-	second.Body.Close()
-	if second.StatusCode != http.StatusCreated || second.Header.Get("Idempotent-Replayed") != "true" || string(secondBody) != string(firstBody) {
-		t.Fatalf("want the 201 replayed, got %d %q %s", second.StatusCode, second.Header.Get("Idempotent-Replayed"), secondBody)
+	answered := make(chan answer, 1)
+	go func() {
+		status, _, body := s.postRide(t)
+		answered <- answer{status, body}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(control(http.MethodGet, "faults", ""), `"pending_faults":[]`); {
+		if time.Now().After(deadline) {
+			t.Fatal("the ride request never reached Stripe")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 
-	if err := api.Signal(syscall.SIGTERM); err != nil {
+	s.stop(t)
+	got := <-answered
+	if got.status != http.StatusServiceUnavailable || !strings.Contains(got.body, `"service_unavailable"`) {
+		t.Fatalf("want 503 service_unavailable, got %d %s", got.status, got.body)
+	}
+
+	conn, err := pgx.Connect(context.Background(), s.databaseURL)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if code := api.Wait(t, 10*time.Second); code != 0 {
-		t.Fatalf("want exit 0 after SIGTERM, got %d:\n%s", code, api.Output())
+	defer conn.Close(context.Background())
+	var point string
+	var locked bool
+	if err := conn.QueryRow(context.Background(), `SELECT recovery_point, locked_at IS NOT NULL FROM idempotency_keys`).Scan(&point, &locked); err != nil {
+		t.Fatal(err)
+	}
+	if point != "ride_created" || locked {
+		t.Fatalf("want the key unlocked at ride_created, got %s locked=%t", point, locked)
 	}
 }
 

@@ -58,5 +58,5 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Release requests held by timeout faults as soon as shutdown starts, or draining would
 	// wait for them until the shutdown timeout.
 	context.AfterFunc(ctx, fake.Close)
-	return bootstrap.ServeHTTP(ctx, listener, fake, logger)
+	return bootstrap.ServeHTTP(ctx, listener, fake, logger, nil)
 }

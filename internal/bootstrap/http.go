@@ -19,11 +19,18 @@ const (
 	writeTimeout      = 60 * time.Second
 	idleTimeout       = 120 * time.Second
 	ShutdownTimeout   = 10 * time.Second
+
+	// abortAfter is how long in-flight requests may run on after shutdown begins before their
+	// work is cancelled. The rest of ShutdownTimeout is for them to roll back, unlock their keys
+	// and answer.
+	abortAfter = 7 * time.Second
 )
 
 // ServeHTTP serves handler on listener until ctx ends, then stops accepting connections and
-// lets in-flight requests finish, within ShutdownTimeout.
-func ServeHTTP(ctx context.Context, listener net.Listener, handler http.Handler, logger *slog.Logger) error {
+// lets in-flight requests finish, within ShutdownTimeout. Requests still running after
+// abortAfter are told to give up through abortInFlight (which may be nil): their work is
+// atomic phases, so giving up is safe, and a retry resumes where they stopped.
+func ServeHTTP(ctx context.Context, listener net.Listener, handler http.Handler, logger *slog.Logger, abortInFlight func()) error {
 	server := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -45,6 +52,13 @@ func ServeHTTP(ctx context.Context, listener net.Listener, handler http.Handler,
 	logger.Info("HTTP: shutting down, draining in-flight requests")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
+	if abortInFlight != nil {
+		abortTimer := time.AfterFunc(abortAfter, func() {
+			logger.Warn("HTTP: in-flight requests still running; aborting them")
+			abortInFlight()
+		})
+		defer abortTimer.Stop()
+	}
 	if err := server.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("error shutting down HTTP server: %w", err)
 	}

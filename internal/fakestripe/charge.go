@@ -75,6 +75,9 @@ func (s *Server) createCharge(req *apiRequest) result {
 	if e != nil {
 		return rejected(e)
 	}
+	if req.r.Context().Value(failExecutingKey{}) != nil {
+		return failedExecuting(internalError())
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

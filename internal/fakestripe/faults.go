@@ -28,10 +28,19 @@ const (
 	// included, then closes the TCP connection instead of answering: the client sees a
 	// connection error although Stripe charged, and only a retry with the same key finds out.
 	FaultChargeThenDrop FaultKind = "charge_then_drop"
+
+	// FaultError500Saved answers HTTP 500 api_error from inside the endpoint, after it began
+	// executing and before it charged. Real Stripe saves such a result under the idempotency
+	// key and replays it, 500 and all, to every retry with that key: a client cannot retry its
+	// way out of it and has to find out by other means whether the charge exists.
+	FaultError500Saved FaultKind = "error_500_saved"
 )
 
+// failExecutingKey marks a request that FaultError500Saved struck, for createCharge.
+type failExecutingKey struct{}
+
 // faultKinds lists every FaultKind, for validating input naming one.
-var faultKinds = []FaultKind{FaultError500, FaultTimeout, FaultChargeThenDrop}
+var faultKinds = []FaultKind{FaultError500, FaultTimeout, FaultChargeThenDrop, FaultError500Saved}
 
 // InjectChargeFaults queues n faults of kind. Each POST /v1/charges request takes the first
 // queued fault, so faults injected one after another strike in that order. It panics on a kind
@@ -94,6 +103,8 @@ func (s *Server) withChargeFaults(next http.Handler) http.Handler {
 		case FaultChargeThenDrop:
 			next.ServeHTTP(&discardResponseWriter{header: make(http.Header)}, r)
 			dropConnection(w, r)
+		case FaultError500Saved:
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), failExecutingKey{}, true)))
 		}
 	})
 }

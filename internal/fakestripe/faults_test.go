@@ -41,6 +41,24 @@ func TestFaults(t *testing.T) {
 		}
 	})
 
+	t.Run("Error500SavedIsReplayedToRetries", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cus := b.createCustomer(t, "tok_visa")
+		b.server.InjectChargeFaults(fakestripe.FaultError500Saved, 1)
+
+		_, err := b.stripe.Charges.New(rideChargeParams(cus.ID, "ride-500-saved"))
+		requireStripeError(t, err, http.StatusInternalServerError, stripe.ErrorTypeAPI, "")
+
+		_, err = b.stripe.Charges.New(rideChargeParams(cus.ID, "ride-500-saved"))
+		requireStripeError(t, err, http.StatusInternalServerError, stripe.ErrorTypeAPI, "")
+		var stripeErr *stripe.Error
+		if !errors.As(err, &stripeErr) || !replayed(stripeErr.LastResponse) {
+			t.Fatalf("want the saved 500 replayed to the retry, got %v", err)
+		}
+		requireChargeCount(t, b.server, 0)
+	})
+
 	t.Run("TimeoutChargesNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
