@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
-	"github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/client"
 
-	"github.com/rocketrides/rocketrides/internal/authtoken"
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
-	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/internal/riders"
 )
 
 // createUser adds a rider and prints their API token, the only time it is ever shown.
@@ -27,12 +25,10 @@ func createUser(ctx context.Context, args []string) error {
 	if err := flags.Parse(args); err != nil {
 		return fmt.Errorf("create-user: %w", err)
 	}
-
-	*email = strings.ToLower(strings.TrimSpace(*email))
-	switch {
-	case *email == "" || !strings.Contains(*email, "@"):
-		return errors.New("create-user: -email must be an email address")
-	case (*customerID == "") == (*card == ""):
+	if *email == "" {
+		return errors.New("create-user: -email is required")
+	}
+	if (*customerID == "") == (*card == "") {
 		return errors.New("create-user: give exactly one of -stripe-customer-id and -card")
 	}
 
@@ -40,46 +36,26 @@ func createUser(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	logger := bootstrap.NewLogger(os.Stderr, cfg)
-	pool, err := bootstrap.OpenPool(ctx, cfg, logger)
+	var sc *client.API
+	if *card != "" {
+		if sc, err = bootstrap.NewStripe(cfg); err != nil {
+			return err
+		}
+	}
+	pool, err := bootstrap.OpenPool(ctx, cfg, bootstrap.NewLogger(os.Stderr, cfg))
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 
-	if *card != "" {
-		sc, err := bootstrap.NewStripe(cfg)
-		if err != nil {
-			return err
-		}
-		params := &stripe.CustomerParams{Email: email, Source: card}
-		params.Context = ctx
-		customer, err := sc.Customers.New(params)
-		if err != nil {
-			return fmt.Errorf("error creating Stripe customer: %w", err)
-		}
-		*customerID = customer.ID
-	}
-
-	token, hash, err := authtoken.New()
+	created, err := riders.Create(ctx, pool, riders.Params{Email: *email, StripeCustomerID: *customerID, CardToken: *card, Stripe: sc})
 	if err != nil {
-		return err
-	}
-	user, err := models.UserInsert(ctx, pool, models.UserInsertParams{
-		Email:            *email,
-		StripeCustomerID: *customerID,
-		APITokenHash:     hash,
-	})
-	if errors.Is(err, models.ErrUniqueViolation) {
-		return fmt.Errorf("a user with email %s or Stripe customer %s already exists", *email, *customerID)
-	}
-	if err != nil {
-		return err
+		return fmt.Errorf("create-user: %w", err)
 	}
 
 	return json.NewEncoder(os.Stdout).Encode(struct {
 		ID    int64  `json:"id"`
 		Email string `json:"email"`
 		Token string `json:"token"`
-	}{user.ID, user.Email, token})
+	}{created.User.ID, created.User.Email, created.Token})
 }

@@ -1,0 +1,298 @@
+// Package client is the Go client of the Rocket Rides ride API, written the way a mobile app
+// should talk to it: one Idempotency-Key per ride, kept across every retry, so that retrying
+// can never book or charge twice, and retries only of answers that a retry can change.
+package client
+
+import (
+	"bytes"
+	"context"
+	cryptorand "crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Defaults for the Client's retry policy.
+const (
+	// DefaultMaxElapsed bounds how long CreateRide keeps retrying. Past it the client gives up
+	// and reports that the outcome is unknown; a later call with the same key finds out.
+	DefaultMaxElapsed = 2 * time.Minute
+
+	// DefaultBaseBackoff and DefaultMaxBackoff shape the capped exponential backoff.
+	DefaultBaseBackoff = 250 * time.Millisecond
+	DefaultMaxBackoff  = 10 * time.Second
+
+	// attemptTimeout bounds one HTTP attempt. The server gives a ride request up to 45 s.
+	attemptTimeout = 60 * time.Second
+)
+
+// Client calls the ride API as one rider.
+type Client struct {
+	// BaseURL is the API's base URL, e.g. "http://localhost:5004".
+	BaseURL string
+
+	// Token is the rider's API token.
+	Token string
+
+	// HTTPClient sends the requests; nil means one with a per-attempt timeout.
+	HTTPClient *http.Client
+
+	// MaxElapsed, BaseBackoff and MaxBackoff tune retries; zero means the Default values.
+	MaxElapsed  time.Duration
+	BaseBackoff time.Duration
+	MaxBackoff  time.Duration
+
+	// sleep and now are time.Sleep and time.Now; tests replace them with a fake clock.
+	sleep func(ctx context.Context, d time.Duration) error
+	now   func() time.Time
+}
+
+// RideParams are a ride request's parameters.
+type RideParams struct {
+	OriginLat float64 `json:"origin_lat"`
+	OriginLon float64 `json:"origin_lon"`
+	TargetLat float64 `json:"target_lat"`
+	TargetLon float64 `json:"target_lon"`
+
+	// RaiseError asks a server running with SIMULATE_ERRORS to fail after creating the ride,
+	// to demonstrate recovery. Other servers refuse it.
+	RaiseError bool `json:"raise_error,omitempty"`
+}
+
+// Ride is a booked ride.
+type Ride struct {
+	ID             int64     `json:"id"`
+	OriginLat      float64   `json:"origin_lat"`
+	OriginLon      float64   `json:"origin_lon"`
+	TargetLat      float64   `json:"target_lat"`
+	TargetLon      float64   `json:"target_lon"`
+	StripeChargeID *string   `json:"stripe_charge_id"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// Result is a successfully booked ride.
+type Result struct {
+	Ride    *Ride
+	Message string
+
+	// IdempotencyKey is the key every attempt was sent with.
+	IdempotencyKey string
+
+	// Replayed is true when the answer was a stored one: an earlier attempt (ours, or a lost
+	// one) had already booked the ride.
+	Replayed bool
+
+	// Attempts counts the HTTP attempts made, the successful one included.
+	Attempts int
+}
+
+// APIError is a definitive error answer: retrying with the same key cannot change it.
+type APIError struct {
+	StatusCode int
+	Code       string `json:"code"`
+	Title      string `json:"title"`
+	Detail     string `json:"detail"`
+	Param      string `json:"param"`
+
+	// Replayed is true when the server returned the error stored for the key.
+	Replayed bool
+	Attempts int
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("rocket rides: %d %s: %s", e.StatusCode, e.Code, e.Detail)
+}
+
+// UnknownOutcomeError means the client gave up while the outcome was still open: the ride may
+// or may not have been booked. Calling CreateRideWithKey again with IdempotencyKey finds out
+// without any risk of booking twice.
+type UnknownOutcomeError struct {
+	IdempotencyKey string
+	Attempts       int
+	Last           error // the last attempt's error or retryable answer
+}
+
+func (e *UnknownOutcomeError) Error() string {
+	return fmt.Sprintf("rocket rides: outcome unknown after %d attempts with key %s (retry with the same key): %s",
+		e.Attempts, e.IdempotencyKey, e.Last.Error())
+}
+
+func (e *UnknownOutcomeError) Unwrap() error { return e.Last }
+
+// retryableAnswerError is an answer worth retrying (409, 429, 5xx), kept as the last error.
+type retryableAnswerError struct {
+	status int
+	code   string
+}
+
+func (e *retryableAnswerError) Error() string {
+	return fmt.Sprintf("HTTP %d %s", e.status, e.code)
+}
+
+// CreateRide books a ride under a fresh random Idempotency-Key (a UUIDv4).
+func (c *Client) CreateRide(ctx context.Context, params RideParams) (*Result, error) {
+	key, err := NewIdempotencyKey()
+	if err != nil {
+		return nil, err
+	}
+	return c.CreateRideWithKey(ctx, key, params)
+}
+
+// CreateRideWithKey books a ride under key, retrying network errors, 409, 429 and 5xx answers
+// with capped exponential backoff and full jitter, and never waiting less than the server's
+// Retry-After. It never retries 400, 401, 402, 413, 415 or 422, which no retry can change, nor
+// a stored answer (Idempotent-Replayed: true), which is final. It returns a *Result, an
+// *APIError, or, when it gave up before knowing, an *UnknownOutcomeError.
+func (c *Client) CreateRideWithKey(ctx context.Context, key string, params RideParams) (*Result, error) {
+	body, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("error encoding ride params: %w", err)
+	}
+	deadline := c.clock().Add(valueOr(c.MaxElapsed, DefaultMaxElapsed))
+
+	for attempt := 1; ; attempt++ {
+		result, retryAfter, err := c.attempt(ctx, key, body)
+		if result != nil {
+			result.Attempts = attempt
+			return result, nil
+		}
+		var apiErr *APIError
+		if errors.As(err, &apiErr) {
+			apiErr.Attempts = attempt
+			return nil, apiErr
+		}
+		if ctx.Err() != nil {
+			return nil, &UnknownOutcomeError{IdempotencyKey: key, Attempts: attempt, Last: ctx.Err()}
+		}
+
+		wait := max(c.backoff(attempt), retryAfter)
+		if c.clock().Add(wait).After(deadline) {
+			return nil, &UnknownOutcomeError{IdempotencyKey: key, Attempts: attempt, Last: err}
+		}
+		if err := c.wait(ctx, wait); err != nil {
+			return nil, &UnknownOutcomeError{IdempotencyKey: key, Attempts: attempt, Last: err}
+		}
+	}
+}
+
+// attempt sends one request. It returns a result, or a definitive *APIError, or a retryable
+// error together with the server's Retry-After.
+func (c *Client) attempt(ctx context.Context, key string, body []byte) (*Result, time.Duration, error) {
+	endpoint, err := url.JoinPath(c.BaseURL, "rides")
+	if err != nil {
+		return nil, 0, &APIError{Code: "invalid_base_url", Detail: err.Error()}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, &APIError{Code: "invalid_request", Detail: err.Error()}
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return nil, 0, err // network error, timeout: the request may or may not have arrived
+	}
+	defer resp.Body.Close()
+	respBody, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, 0, err // the answer was lost on the way
+	}
+	replayed := resp.Header.Get("Idempotent-Replayed") == "true"
+
+	if resp.StatusCode == http.StatusCreated {
+		var created struct {
+			Message string `json:"message"`
+			Ride    *Ride  `json:"ride"`
+		}
+		if err := json.Unmarshal(respBody, &created); err != nil || created.Ride == nil {
+			return nil, 0, fmt.Errorf("malformed 201 answer %q", respBody)
+		}
+		return &Result{Ride: created.Ride, Message: created.Message, IdempotencyKey: key, Replayed: replayed}, 0, nil
+	}
+
+	apiErr := &APIError{StatusCode: resp.StatusCode, Replayed: replayed}
+	_ = json.Unmarshal(respBody, apiErr) // a body that is no problem document leaves the fields empty
+	if replayed || !retryable(resp.StatusCode) || apiErr.Code == "payment_needs_review" {
+		return nil, 0, apiErr
+	}
+	return nil, retryAfter(resp.Header.Get("Retry-After")), &retryableAnswerError{status: resp.StatusCode, code: apiErr.Code}
+}
+
+// retryable reports whether an answer with status may change on a retry with the same key.
+func retryable(status int) bool {
+	return status == http.StatusConflict || status == http.StatusTooManyRequests || status >= 500
+}
+
+// retryAfter parses a Retry-After header given in seconds; an HTTP date or nonsense is ignored.
+func retryAfter(header string) time.Duration {
+	seconds, err := strconv.Atoi(header)
+	if err != nil || seconds < 0 {
+		return 0
+	}
+	return time.Duration(seconds) * time.Second
+}
+
+// backoff is full jitter over a capped exponential: a random wait in [0, min(max, base*2^n)),
+// which spreads many clients retrying after one outage instead of having them retry in step.
+func (c *Client) backoff(attempt int) time.Duration {
+	base, ceiling := valueOr(c.BaseBackoff, DefaultBaseBackoff), valueOr(c.MaxBackoff, DefaultMaxBackoff)
+	upper := ceiling
+	if attempt < 30 {
+		upper = min(ceiling, base<<(attempt-1))
+	}
+	return rand.N(upper) + 1
+}
+
+func (c *Client) wait(ctx context.Context, d time.Duration) error {
+	if c.sleep != nil {
+		return c.sleep(ctx, d)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+func (c *Client) clock() time.Time {
+	if c.now != nil {
+		return c.now()
+	}
+	return time.Now()
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTPClient != nil {
+		return c.HTTPClient
+	}
+	return &http.Client{Timeout: attemptTimeout}
+}
+
+func valueOr(d, fallback time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return fallback
+}
+
+// NewIdempotencyKey returns a random UUIDv4, the recommended Idempotency-Key.
+func NewIdempotencyKey() (string, error) {
+	var b [16]byte
+	if _, err := cryptorand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("error reading random bytes: %w", err)
+	}
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+}

@@ -1,0 +1,156 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+)
+
+// scripted is an API stand-in that answers each attempt with the next scripted answer and
+// records the Idempotency-Key of every attempt.
+type scripted struct {
+	mu      sync.Mutex
+	answers []func(w http.ResponseWriter)
+	keys    []string
+}
+
+func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.keys = append(s.keys, r.Header.Get("Idempotency-Key"))
+	answer := s.answers[0]
+	if len(s.answers) > 1 {
+		s.answers = s.answers[1:]
+	}
+	s.mu.Unlock()
+	answer(w)
+}
+
+func status(code int, problemCode string, headers ...string) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		for i := 0; i+1 < len(headers); i += 2 {
+			w.Header().Set(headers[i], headers[i+1])
+		}
+		if code == http.StatusCreated {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			fmt.Fprint(w, `{"message":"ok","ride":{"id":7,"stripe_charge_id":"ch_1"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"status":%d,"code":%q,"title":"t","detail":"d"}`, code, problemCode)
+	}
+}
+
+// hangUp closes the connection without an answer, as a dropped network would.
+func hangUp(w http.ResponseWriter) {
+	conn, _, _ := w.(http.Hijacker).Hijack()
+	conn.Close()
+}
+
+func setup(t *testing.T, answers ...func(w http.ResponseWriter)) (*Client, *scripted, *[]time.Duration) {
+	t.Helper()
+	s := &scripted{answers: answers}
+	server := httptest.NewServer(s)
+	t.Cleanup(server.Close)
+	var waits []time.Duration
+	clock := time.Now()
+	c := &Client{BaseURL: server.URL, Token: "rr_test", MaxElapsed: time.Hour}
+	c.now = func() time.Time { return clock }
+	c.sleep = func(_ context.Context, d time.Duration) error {
+		waits = append(waits, d)
+		clock = clock.Add(d)
+		return nil
+	}
+	return c, s, &waits
+}
+
+var params = RideParams{OriginLat: 1, OriginLon: 2, TargetLat: 3, TargetLon: 4}
+
+func TestCreateRide(t *testing.T) {
+	t.Parallel()
+
+	t.Run("RetriesWithTheSameKeyUntilCreated", func(t *testing.T) {
+		t.Parallel()
+		c, s, waits := setup(t, hangUp, status(409, "idempotency_key_in_use", "Retry-After", "1"),
+			status(500, "internal_error"), status(503, "payment_processor_unavailable", "Retry-After", "5"),
+			status(201, "", "Idempotent-Replayed", "true"))
+
+		result, err := c.CreateRide(context.Background(), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if result.Ride.ID != 7 || !result.Replayed || result.Attempts != 5 {
+			t.Fatalf("unexpected result %+v", result)
+		}
+		if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(result.IdempotencyKey) {
+			t.Fatalf("want a UUIDv4 key, got %q", result.IdempotencyKey)
+		}
+		for _, key := range s.keys {
+			if key != result.IdempotencyKey {
+				t.Fatalf("want every attempt sent with one key, got %v", s.keys)
+			}
+		}
+		// Retry-After is a floor under the jittered backoff.
+		if len(*waits) != 4 || (*waits)[1] < time.Second || (*waits)[3] < 5*time.Second {
+			t.Fatalf("want 4 waits honouring Retry-After, got %v", *waits)
+		}
+	})
+
+	for _, code := range []int{400, 401, 402, 413, 415, 422} {
+		t.Run(fmt.Sprintf("NeverRetries%d", code), func(t *testing.T) {
+			t.Parallel()
+			c, s, _ := setup(t, status(code, "some_code"), status(201, ""))
+			_, err := c.CreateRide(context.Background(), params)
+			var apiErr *APIError
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != code || apiErr.Code != "some_code" || len(s.keys) != 1 {
+				t.Fatalf("want one attempt and a %d APIError, got %v after %d attempts", code, err, len(s.keys))
+			}
+		})
+	}
+
+	t.Run("StoredErrorIsFinal", func(t *testing.T) {
+		t.Parallel()
+		c, s, _ := setup(t, status(500, "payment_needs_review", "Idempotent-Replayed", "true"), status(201, ""))
+		_, err := c.CreateRideWithKey(context.Background(), "my-own-key-0123456789", params)
+		var apiErr *APIError
+		if !errors.As(err, &apiErr) || !apiErr.Replayed || len(s.keys) != 1 || s.keys[0] != "my-own-key-0123456789" {
+			t.Fatalf("want the stored error returned at once, got %v after %d attempts", err, len(s.keys))
+		}
+	})
+
+	t.Run("GivesUpAfterTheDeadlineWithOutcomeUnknown", func(t *testing.T) {
+		t.Parallel()
+		c, s, _ := setup(t, status(503, "payment_processor_unavailable", "Retry-After", "30"))
+		c.MaxElapsed = time.Minute
+		_, err := c.CreateRide(context.Background(), params)
+		var unknown *UnknownOutcomeError
+		if !errors.As(err, &unknown) || unknown.IdempotencyKey == "" || unknown.Attempts != len(s.keys) {
+			t.Fatalf("want an UnknownOutcomeError naming the key, got %v", err)
+		}
+		// Retry-After makes every wait 30 s: attempts at 0, 30 and 60 s; a fourth would come
+		// after the minute.
+		if len(s.keys) != 3 {
+			t.Fatalf("want 3 attempts within a minute of 30 s waits, got %d", len(s.keys))
+		}
+	})
+
+	t.Run("BackoffIsCappedFullJitter", func(t *testing.T) {
+		t.Parallel()
+		c := &Client{BaseBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}
+		for attempt := 1; attempt < 40; attempt++ {
+			ceiling := min(time.Second, 100*time.Millisecond<<min(attempt-1, 20))
+			for range 50 {
+				if d := c.backoff(attempt); d <= 0 || d > ceiling {
+					t.Fatalf("attempt %d: backoff %s outside (0, %s]", attempt, d, ceiling)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,120 @@
+// Command simulator books random rides through the real API, as a stream of riders would, with
+// the retrying client. With SIMULATE_ERRORS=true some rides ask for raise_error: their retries
+// keep failing, the client gives up with the outcome unknown, and the completer finishes them
+// once they look abandoned.
+//
+//	API_URL=http://localhost:5004 go run ./cmd/simulator [-rides N]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/rocketrides/rocketrides/client"
+	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/riders"
+)
+
+const (
+	// raiseErrorShare is the share of rides that ask for a simulated failure, when allowed.
+	raiseErrorShare = 0.1
+
+	// giveUpAfter is how long the simulated app retries one ride before walking away.
+	giveUpAfter = 30 * time.Second
+)
+
+func main() {
+	bootstrap.Main("simulator", run)
+}
+
+func run(ctx context.Context) error {
+	flags := flag.NewFlagSet("simulator", flag.ContinueOnError)
+	rides := flags.Int("rides", 0, "book this many rides, then exit (0: until stopped)")
+	interval := flags.Duration("interval", time.Second, "pause between rides")
+	if err := flags.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+
+	cfg, err := bootstrap.LoadConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	logger := bootstrap.NewLogger(os.Stdout, cfg)
+	apiURL := os.Getenv("API_URL")
+	if apiURL == "" {
+		apiURL = "http://localhost:" + strconv.Itoa(cfg.Port)
+	}
+
+	token := os.Getenv("SIMULATOR_TOKEN")
+	if token == "" {
+		if token, err = createRider(ctx, cfg, logger); err != nil {
+			return err
+		}
+	}
+	c := &client.Client{BaseURL: apiURL, Token: token, MaxElapsed: giveUpAfter}
+
+	for n := 0; *rides == 0 || n < *rides; n++ {
+		bookRide(ctx, c, cfg.SimulateErrors && rand.Float64() < raiseErrorShare, logger)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*interval):
+		}
+	}
+	return nil
+}
+
+// createRider makes the simulator a rider of its own, with a card that works.
+func createRider(ctx context.Context, cfg *bootstrap.Config, logger *slog.Logger) (string, error) {
+	sc, err := bootstrap.NewStripe(cfg)
+	if err != nil {
+		return "", err
+	}
+	pool, err := bootstrap.OpenPool(ctx, cfg, logger)
+	if err != nil {
+		return "", err
+	}
+	defer pool.Close()
+	created, err := riders.Create(ctx, pool, riders.Params{
+		Email:     fmt.Sprintf("simulator+%d@rocketrides.example", time.Now().UnixNano()),
+		CardToken: "tok_visa",
+		Stripe:    sc,
+	})
+	if err != nil {
+		return "", err
+	}
+	logger.InfoContext(ctx, "Simulator: riding as a new rider", slog.String("email", created.User.Email))
+	return created.Token, nil
+}
+
+func bookRide(ctx context.Context, c *client.Client, raiseError bool, logger *slog.Logger) {
+	params := client.RideParams{
+		OriginLat: 37.7 + rand.Float64()/10, OriginLon: -122.5 + rand.Float64()/10,
+		TargetLat: 37.3 + rand.Float64()/10, TargetLon: -121.9 + rand.Float64()/10,
+		RaiseError: raiseError,
+	}
+	result, err := c.CreateRide(ctx, params)
+
+	var apiErr *client.APIError
+	var unknown *client.UnknownOutcomeError
+	switch {
+	case err == nil:
+		logger.InfoContext(ctx, "Simulator: ride booked", slog.Int64("ride_id", result.Ride.ID),
+			slog.Int("attempts", result.Attempts), slog.Bool("replayed", result.Replayed))
+	case errors.As(err, &apiErr):
+		logger.WarnContext(ctx, "Simulator: ride refused", slog.Int("status", apiErr.StatusCode), slog.String("code", apiErr.Code))
+	case errors.As(err, &unknown):
+		logger.WarnContext(ctx, "Simulator: gave up on a ride; the completer will finish it",
+			slog.String("idempotency_key", unknown.IdempotencyKey), slog.Int("attempts", unknown.Attempts),
+			slog.Bool("raise_error", raiseError))
+	default:
+		logger.ErrorContext(ctx, "Simulator: ride failed", slog.String("error", err.Error()))
+	}
+}
