@@ -1,6 +1,8 @@
-// Command admin does what operators need by hand: for now, creating riders.
+// Command admin does what operators need by hand: creating riders, and listing the requests the
+// system gave up on.
 //
 //	admin create-user -email E (-stripe-customer-id cus_X | -card tok_visa)
+//	admin list-abandoned [-limit N] [-json]
 package main
 
 import (
@@ -17,6 +19,7 @@ const usage = `usage: admin <command> [flags]
 commands:
   create-user -email E -stripe-customer-id cus_X
   create-user -email E -card tok_visa     (creates the Stripe customer first)
+  list-abandoned [-limit 100] [-json]     (requests given up on, newest first)
 `
 
 func main() {
@@ -33,6 +36,8 @@ func run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "create-user":
 		return createUser(ctx, args[1:])
+	case "list-abandoned":
+		return listAbandoned(ctx, args[1:])
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		return fmt.Errorf("unknown command %q", args[0])

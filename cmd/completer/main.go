@@ -1,0 +1,58 @@
+// Command completer finishes ride requests that their clients abandoned, by running them through
+// the same phases as the API. With -once it makes one pass, prints {"succeeded":N,"failed":M}
+// and exits; otherwise it makes passes until SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/rocketrides/rocketrides/completer"
+	"github.com/rocketrides/rocketrides/internal/bootstrap"
+)
+
+func main() {
+	bootstrap.Main("completer", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:])
+	})
+}
+
+func run(ctx context.Context, args []string) error {
+	once, err := bootstrap.ParseOnceFlag("completer", args, `make one pass, print {"succeeded": N, "failed": M} and exit`)
+	if err != nil {
+		return err
+	}
+
+	cfg, err := bootstrap.LoadConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	maxAge := cfg.ReapAfter - completer.ReapMargin
+	if maxAge <= cfg.CompleterMinAge {
+		return fmt.Errorf("REAP_AFTER (%s) must exceed COMPLETER_MIN_AGE (%s) by more than %s, or the completer would never get a key before the reaper",
+			cfg.ReapAfter, cfg.CompleterMinAge, completer.ReapMargin)
+	}
+	// Logs go to stderr, so that with -once stdout carries nothing but the result.
+	logger := bootstrap.NewLogger(os.Stderr, cfg)
+
+	pool, err := bootstrap.OpenPool(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	executor, err := bootstrap.NewExecutor(cfg, pool, logger)
+	if err != nil {
+		return err
+	}
+	c := completer.New(pool, executor, logger, completer.Config{
+		MinAge:      cfg.CompleterMinAge,
+		MaxAge:      maxAge,
+		IdleFor:     cfg.CompleterIdleFor,
+		LockTimeout: cfg.LockTimeout,
+		Interval:    cfg.CompleterInterval,
+	})
+
+	return bootstrap.RunService(ctx, "Completer", once, c, os.Stdout, logger)
+}

@@ -1,0 +1,54 @@
+// Command enqueuer moves committed staged jobs into River, waking as soon as a job is staged.
+// Several may run at once. With -once it moves one batch, prints {"enqueued": N, "failed": M}
+// and exits, for tests, cron and operators.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/rocketrides/rocketrides/enqueuer"
+	"github.com/rocketrides/rocketrides/internal/bootstrap"
+)
+
+func main() {
+	bootstrap.Main("enqueuer", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:])
+	})
+}
+
+func run(ctx context.Context, args []string) error {
+	once, err := bootstrap.ParseOnceFlag("enqueuer", args, `move one batch of staged jobs, print {"enqueued": N, "failed": M} and exit`)
+	if err != nil {
+		return err
+	}
+
+	cfg, err := bootstrap.LoadConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	// Logs go to stderr, so that with -once stdout carries nothing but the result.
+	logger := bootstrap.NewLogger(os.Stderr, cfg)
+
+	pool, err := bootstrap.OpenPool(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	// Insert-only: without Queues it works no jobs, and without Workers it accepts every kind,
+	// which the enqueuer needs to set aside jobs it cannot decode.
+	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("error creating River client: %w", err)
+	}
+	// TODO: workers.DecodeStagedJob, once the workers package provides it.
+	enq := enqueuer.New(pool, riverClient, enqueuer.DecodeRaw, logger,
+		enqueuer.Config{PollInterval: cfg.EnqueuerPollInterval})
+
+	return bootstrap.RunService(ctx, "Enqueuer", once, enq, os.Stdout, logger)
+}

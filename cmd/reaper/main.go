@@ -1,0 +1,46 @@
+// Command reaper deletes idempotency keys older than REAP_AFTER, recording the ones that never
+// finished as abandoned requests first. With -once it makes one pass, prints
+// {"reaped":N,"abandoned":M} and exits; otherwise it makes passes until SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/reaper"
+)
+
+func main() {
+	bootstrap.Main("reaper", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:])
+	})
+}
+
+func run(ctx context.Context, args []string) error {
+	once, err := bootstrap.ParseOnceFlag("reaper", args, `make one pass, print {"reaped": N, "abandoned": M} and exit`)
+	if err != nil {
+		return err
+	}
+
+	cfg, err := bootstrap.LoadConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	// Logs go to stderr, so that with -once stdout carries nothing but the result.
+	logger := bootstrap.NewLogger(os.Stderr, cfg)
+
+	pool, err := bootstrap.OpenPool(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	r := reaper.New(pool, logger, reaper.Config{
+		ReapAfter:   cfg.ReapAfter,
+		LockTimeout: cfg.LockTimeout,
+		Interval:    cfg.ReaperInterval,
+	})
+
+	return bootstrap.RunService(ctx, "Reaper", once, r, os.Stdout, logger)
+}

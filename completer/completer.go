@@ -1,0 +1,229 @@
+// Package completer finishes ride requests that their clients abandoned: the app was closed, the
+// phone lost its signal, or the API process died mid-request, and nobody is going to retry. Left
+// alone, such a request could sit with a ride booked and a card charged but no receipt, or with a
+// ride booked and never charged. The completer pushes each one through the very phases the API
+// runs, from the recovery point it stopped at, as if its client had retried.
+package completer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rocketrides/rocketrides/internal/maintenance"
+	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/phases"
+)
+
+// Config tunes the completer. The zero value of each field means its default.
+type Config struct {
+	// BatchSize bounds the keys one pass takes on. Keys are pushed one after another, and a
+	// key's run may wait on Stripe for up to its timeout (20 s), so a pass lasts at most about
+	// BatchSize times that. Default 100, which keeps that well under MaxAge's margin.
+	BatchSize int
+
+	// MinAge is how old a key must be before its client counts as gone. A client retries for a
+	// while by itself (the app's backoff), and racing it for the key would only make it see
+	// 409s. Default 5 min.
+	MinAge time.Duration
+
+	// MaxAge is how old a key may be and still be taken on; older ones are left to the reaper,
+	// which records them for a human. Were the reaper to delete a key while its run here was
+	// about to start, the run's first phase would find no key and start the request afresh under
+	// a new one: a second ride, and a second charge. Keeping the two apart in time rules that
+	// out. Set it to the reaper's ReapAfter less ReapMargin. Default 71 h, for the reaper's
+	// default 72 h.
+	MaxAge time.Duration
+
+	// IdleFor is how long a key must not have been run before it is taken on, so that a key
+	// that just failed is not hammered, and a live client retrying it is not raced. Default 60 s.
+	IdleFor time.Duration
+
+	// LockTimeout is how old a lock must be before its holder counts as dead. It should be the
+	// executor's, which decides in the end whether a lock may be taken over: a shorter one here
+	// only makes the completer try keys that then turn out to be in use. Default the executor's.
+	LockTimeout time.Duration
+
+	// Interval is the sleep between passes that found less than a full batch. Default 5 s.
+	Interval time.Duration
+}
+
+// ReapMargin is how long before the reaper may delete a key the completer stops taking it on
+// (see Config.MaxAge). An hour is far more than a pass takes, even one whose every key waits out
+// a Stripe timeout.
+const ReapMargin = time.Hour
+
+func (c Config) withDefaults(executor *phases.Executor) Config {
+	if c.BatchSize == 0 {
+		c.BatchSize = 100
+	}
+	if c.MinAge == 0 {
+		c.MinAge = 5 * time.Minute
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = 72*time.Hour - ReapMargin
+	}
+	if c.IdleFor == 0 {
+		c.IdleFor = 60 * time.Second
+	}
+	if c.LockTimeout == 0 {
+		c.LockTimeout = executor.Config().LockTimeout
+	}
+	if c.Interval == 0 {
+		c.Interval = 5 * time.Second
+	}
+	return c
+}
+
+// Completer is the maintenance service that finishes abandoned requests. Any number of them may
+// run at once, beside any number of API processes: each key is taken with its own lock, the
+// same way a request takes it, so two runs never work one key.
+type Completer struct {
+	config   Config
+	executor *phases.Executor
+	logger   *slog.Logger
+	pool     *pgxpool.Pool
+	loop     *maintenance.Loop
+}
+
+// New returns a Completer that finds keys in pool and runs them with executor.
+func New(pool *pgxpool.Pool, executor *phases.Executor, logger *slog.Logger, config Config) *Completer {
+	c := &Completer{
+		config:   config.withDefaults(executor),
+		executor: executor,
+		logger:   logger,
+		pool:     pool,
+	}
+	c.loop = &maintenance.Loop{
+		Name:     "Completer",
+		RunOnce:  c.runLoopOnce,
+		Interval: c.config.Interval,
+		Logger:   logger,
+	}
+	return c
+}
+
+// Start runs passes in the background until ctx ends or Stop is called.
+func (c *Completer) Start(ctx context.Context) error {
+	c.loop.Start(ctx)
+	return nil
+}
+
+// Stop ends the background passes and waits for the one in progress. A key it interrupts is
+// unlocked at its recovery point by the phases, for the next pass.
+func (c *Completer) Stop() { c.loop.Stop() }
+
+// Result counts what one pass did with the keys it found.
+type Result struct {
+	// Succeeded counts keys the pass finished: they now hold a stored response, a 201 or a
+	// final refusal such as a declined card's 402. Either way the request is over.
+	Succeeded int `json:"succeeded"`
+
+	// Failed counts keys whose run stopped on an error. They stay unlocked at the recovery
+	// point they reached, with the error in last_error, for a later pass.
+	Failed int `json:"failed"`
+}
+
+// RunOnce takes on one batch of abandoned keys and pushes each to completion.
+//
+// Unlike the other maintenance services, a pass is not one transaction, and cannot be: each
+// key runs through the phases' own atomic transactions, and its charge is a Stripe call that no
+// transaction may span. The unit of atomicity is the phase. What makes the pass safe is the
+// key's lock, taken in the first phase as every request takes it; the batch itself is only a
+// list of candidates, read without locks.
+//
+// Keys found to be in use when their turn comes (a client or another completer took the lock
+// since the list was read), or already finished by someone else, count as neither succeeded
+// nor failed: this pass did nothing with them, and whoever holds them carries on.
+func (c *Completer) RunOnce(ctx context.Context) (*Result, error) {
+	res, _, err := c.runOnce(ctx)
+	return res, err
+}
+
+// runLoopOnce adapts RunOnce to the loop, which goes again at once after a full batch. Only a
+// batch that finished something counts as full: a batch of failures is most likely an outage
+// (Stripe down, say), and going again at once would only hit it harder.
+func (c *Completer) runLoopOnce(ctx context.Context) (bool, error) {
+	res, found, err := c.runOnce(ctx)
+	if err != nil {
+		return false, err
+	}
+	return found == c.config.BatchSize && res.Succeeded > 0, nil
+}
+
+func (c *Completer) runOnce(ctx context.Context) (*Result, int, error) {
+	keys, err := models.IdempotencyKeyListIdleUnfinished(ctx, c.pool, models.IdempotencyKeyListIdleUnfinishedParams{
+		MinAge:      c.config.MinAge,
+		MaxAge:      c.config.MaxAge,
+		IdleFor:     c.config.IdleFor,
+		LockTimeout: c.config.LockTimeout,
+		Limit:       c.config.BatchSize,
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+
+	res := &Result{}
+	skipped := 0
+	for _, key := range keys {
+		done, err := c.complete(ctx, key)
+		switch {
+		case ctx.Err() != nil:
+			// Stopping: the key was unlocked where it stopped; the rest wait for the next pass.
+			return nil, len(keys), fmt.Errorf("error completing idempotency keys: %w", ctx.Err())
+		case errors.Is(err, phases.ErrKeyInUse), err == nil && !done:
+			skipped++
+		case err != nil:
+			res.Failed++
+			c.logger.WarnContext(ctx, "Completer: key failed again; left for the next pass",
+				slog.Int64("idempotency_key_id", key.ID),
+				slog.String("recovery_point", string(key.RecoveryPoint)),
+				slog.String("error", err.Error()))
+		default:
+			res.Succeeded++
+		}
+	}
+
+	if len(keys) > 0 {
+		c.logger.InfoContext(ctx, "Completer: pushed keys",
+			slog.Int("num_succeeded", res.Succeeded),
+			slog.Int("num_failed", res.Failed),
+			slog.Int("num_skipped", skipped))
+	}
+	return res, len(keys), nil
+}
+
+// complete runs key's request to its end as its client would have: as the key's user, with the
+// stored parameters and origin IP. done is false when someone else had finished it meanwhile.
+func (c *Completer) complete(ctx context.Context, key *models.IdempotencyKey) (done bool, err error) {
+	user, err := models.UserGetByID(ctx, c.pool, key.UserID)
+	if err != nil {
+		return false, err
+	}
+	var params phases.RideParams
+	if err := json.Unmarshal(key.RequestParams, &params); err != nil {
+		return false, fmt.Errorf("error decoding params of idempotency key %d: %w", key.ID, err)
+	}
+
+	outcome, err := c.executor.CreateRide(ctx, &phases.CreateRideRequest{
+		User:           user,
+		IdempotencyKey: key.IdempotencyKey,
+		Params:         params,
+		OriginIP:       key.OriginIP,
+	})
+	if err != nil {
+		return false, fmt.Errorf("error completing idempotency key %d: %w", key.ID, err)
+	}
+	if !outcome.Replayed {
+		c.logger.DebugContext(ctx, "Completer: finished key",
+			slog.Int64("idempotency_key_id", key.ID),
+			slog.String("from_recovery_point", string(key.RecoveryPoint)),
+			slog.Int("status", outcome.StatusCode))
+	}
+	return !outcome.Replayed, nil
+}

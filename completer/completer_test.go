@@ -1,0 +1,259 @@
+package completer
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rocketrides/rocketrides/internal/fakestripe"
+	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/ridetest"
+	"github.com/rocketrides/rocketrides/models"
+)
+
+func TestCompleterRunOnce(t *testing.T) {
+	t.Parallel()
+
+	t.Run("PushesIdleUnlockedKeyToFinished", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		key := b.abandon(t, b.Rider, models.RecoveryPointRideCreated)
+
+		b.runOnce(t, b.completer, Result{Succeeded: 1})
+		b.requireFinishedCharged(t, key)
+		if n := len(b.SucceededCharges()); n != 1 {
+			t.Fatalf("want Stripe to hold 1 charge in all, got %d", n)
+		}
+
+		// Finished keys are not looked at again.
+		b.runOnce(t, b.completer, Result{})
+	})
+
+	t.Run("EmptyDatabase", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.runOnce(t, b.completer, Result{})
+	})
+
+	t.Run("InternalErrorLeavesKeyForNextPass", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		key := b.abandon(t, b.Rider, models.RecoveryPointRideCreated)
+
+		b.Stripe.InjectChargeFaults(fakestripe.FaultError500, 1)
+		b.runOnce(t, b.completer, Result{Failed: 1})
+		after := b.reload(t, key)
+		if after.RecoveryPoint != models.RecoveryPointRideCreated || after.LockedAt != nil || after.ResponseCode != nil {
+			t.Fatalf("want key unlocked at ride_created with no response, got %s locked %v response %v",
+				after.RecoveryPoint, after.LockedAt, after.ResponseCode)
+		}
+		if after.LastError == nil || !after.LastRunAt.After(key.LastRunAt) {
+			t.Fatalf("want the failed run recorded (last_error, last_run_at), got %v %s", after.LastError, after.LastRunAt)
+		}
+		if n := len(b.SucceededCharges()); n != 0 {
+			t.Fatalf("want no charge, got %d", n)
+		}
+
+		// Just run: left alone until it has been idle for IdleFor.
+		b.runOnce(t, b.completer, Result{})
+
+		// The cause is gone and the key has been idle long enough: the next pass finishes it.
+		b.Exec(t, `UPDATE idempotency_keys SET last_run_at = now() - interval '2 minutes' WHERE id = $1`, key.ID)
+		b.runOnce(t, b.completer, Result{Succeeded: 1})
+		b.requireFinishedCharged(t, key)
+	})
+
+	t.Run("StaleLockIsTakenOver", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		key := b.abandon(t, b.Rider, models.RecoveryPointRideCreated)
+		// Its request died 91 s ago without unlocking: the lock has expired.
+		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '91 seconds' WHERE id = $1`, key.ID)
+
+		b.runOnce(t, b.completer, Result{Succeeded: 1})
+		b.requireFinishedCharged(t, key)
+	})
+
+	for _, tt := range []struct {
+		name   string
+		update string
+	}{
+		{"IgnoresKeyTooYoung", `created_at = now() - interval '4 minutes'`},
+		{"IgnoresKeyRunRecently", `last_run_at = now() - interval '30 seconds'`},
+		{"IgnoresKeyLockedRecently", `locked_at = now() - interval '30 seconds'`},
+		{"IgnoresKeyLeftToTheReaper", `created_at = now() - interval '71 hours 1 minute'`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			key := b.abandon(t, b.Rider, models.RecoveryPointRideCreated)
+			b.Exec(t, `UPDATE idempotency_keys SET `+tt.update+` WHERE id = $1`, key.ID)
+			key = b.reload(t, key)
+			requests := b.Stripe.ChargeRequests()
+
+			b.runOnce(t, b.completer, Result{})
+			b.requireUntouched(t, key, requests)
+		})
+	}
+
+	t.Run("IgnoresFinishedKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		req := newRequest(b.Rider)
+		if _, err := b.executor.CreateRide(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		b.Exec(t, `UPDATE idempotency_keys SET created_at = now() - interval '1 hour', last_run_at = now() - interval '1 hour'`)
+		key := b.key(t, b.Rider, req.IdempotencyKey)
+
+		b.runOnce(t, b.completer, Result{})
+		b.requireUntouched(t, key, 1)
+	})
+
+	// What a killed API leaves behind: a key at each recovery point, still locked by a process
+	// that no longer exists. Each is finished with one Stripe charge overall, the one made before
+	// the crash included.
+	for _, point := range []models.RecoveryPoint{
+		models.RecoveryPointStarted,
+		models.RecoveryPointRideCreated,
+		models.RecoveryPointChargeCreated,
+	} {
+		t.Run("FinishesKeyLeftAt_"+string(point), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			key := b.abandon(t, b.Rider, point)
+			b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '91 seconds' WHERE id = $1`, key.ID)
+
+			b.runOnce(t, b.completer, Result{Succeeded: 1})
+			b.requireFinishedCharged(t, key)
+			if n := len(b.SucceededCharges()); n != 1 {
+				t.Fatalf("want Stripe to hold 1 charge in all, got %d", n)
+			}
+			if n := b.Count(t, `SELECT count(*) FROM audit_records WHERE user_id = $1`, b.Rider.ID); n != 1 {
+				t.Fatalf("want 1 audit record, got %d", n)
+			}
+		})
+	}
+
+	t.Run("OneBadKeyDoesNotStopTheBatch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		gone, fine := b.NewRider(t, "tok_visa"), b.NewRider(t, "tok_visa")
+		failing := b.abandon(t, b.Rider, models.RecoveryPointRideCreated)
+		refused := b.abandon(t, gone, models.RecoveryPointRideCreated)
+		finished := b.abandon(t, fine, models.RecoveryPointRideCreated)
+		// Least recently run first: the failing key goes first and must not stop the others.
+		b.Exec(t, `UPDATE idempotency_keys SET last_run_at = now() - interval '3 minutes' WHERE id = $1`, failing.ID)
+		b.Stripe.InjectChargeFaults(fakestripe.FaultError500, 1)
+		// This rider's Stripe customer has gone: Stripe refuses the charge for good, and the
+		// request finishes with a stored 402. Finished is finished: that counts as succeeded.
+		b.Exec(t, `UPDATE users SET stripe_customer_id = 'cus_gone' WHERE id = $1`, gone.ID)
+
+		b.runOnce(t, b.completer, Result{Succeeded: 2, Failed: 1})
+
+		if k := b.reload(t, failing); k.RecoveryPoint != models.RecoveryPointRideCreated || k.LockedAt != nil {
+			t.Fatalf("want the failing key unlocked at ride_created, got %s locked %v", k.RecoveryPoint, k.LockedAt)
+		}
+		k := b.reload(t, refused)
+		var p problem.Problem
+		if k.RecoveryPoint != models.RecoveryPointFinished || *k.ResponseCode != 402 ||
+			json.Unmarshal(k.ResponseBody, &p) != nil || p.Code != problem.CodePaymentRejected {
+			t.Fatalf("want the refused key finished with 402 payment_rejected, got %s %v %s", k.RecoveryPoint, k.ResponseCode, k.ResponseBody)
+		}
+		b.requireFinishedCharged(t, finished)
+	})
+
+	t.Run("BatchIsBoundedLeastRecentlyRunFirst", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		riders := []*ridetest.Rider{b.Rider, b.NewRider(t, "tok_visa"), b.NewRider(t, "tok_visa")}
+		keys := make([]*models.IdempotencyKey, len(riders))
+		for i, rider := range riders {
+			keys[i] = b.abandon(t, rider, models.RecoveryPointRideCreated)
+			b.Exec(t, `UPDATE idempotency_keys SET last_run_at = now() - make_interval(mins => $2::int) WHERE id = $1`, keys[i].ID, 10-i)
+		}
+		c := New(b.Pool, b.executor, slog.New(slog.DiscardHandler), Config{BatchSize: 2})
+
+		b.runOnce(t, c, Result{Succeeded: 2})
+		if k := b.reload(t, keys[2]); k.RecoveryPoint != models.RecoveryPointRideCreated {
+			t.Fatalf("want the most recently run key left for the next pass, got %s", k.RecoveryPoint)
+		}
+		b.runOnce(t, c, Result{Succeeded: 1})
+		for _, key := range keys {
+			b.requireFinishedCharged(t, key)
+		}
+	})
+
+	// A key whose lock is live by the executor's lock timeout is in use, whatever the completer
+	// was told: here the completer's shorter LockTimeout makes it pick the key, and the lock
+	// taken in the first phase refuses it. That is not a failure of the key, so it is not counted.
+	t.Run("KeyInUseIsSkipped", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		key := b.abandon(t, b.Rider, models.RecoveryPointRideCreated)
+		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '30 seconds' WHERE id = $1`, key.ID)
+		key = b.reload(t, key)
+		requests := b.Stripe.ChargeRequests()
+		c := New(b.Pool, b.executor, slog.New(slog.DiscardHandler), Config{LockTimeout: time.Second})
+
+		b.runOnce(t, c, Result{})
+		b.requireUntouched(t, key, requests)
+	})
+
+	t.Run("TwoCompletersFinishEachKeyOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var keys []*models.IdempotencyKey
+		for range 6 {
+			keys = append(keys, b.abandon(t, b.NewRider(t, "tok_visa"), models.RecoveryPointRideCreated))
+		}
+		other := New(b.Pool, b.executor, slog.New(slog.DiscardHandler), Config{})
+
+		var wg sync.WaitGroup
+		results := make([]*Result, 2)
+		for i, c := range []*Completer{b.completer, other} {
+			wg.Go(func() {
+				res, err := c.RunOnce(context.Background())
+				if err != nil {
+					t.Errorf("RunOnce: %s", err)
+					return
+				}
+				results[i] = res
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		if sum := results[0].Succeeded + results[1].Succeeded; sum != len(keys) || results[0].Failed+results[1].Failed != 0 {
+			t.Fatalf("want each of %d keys finished by exactly one completer, got %+v and %+v", len(keys), *results[0], *results[1])
+		}
+		for _, key := range keys {
+			b.requireFinishedCharged(t, key)
+		}
+		if n := len(b.SucceededCharges()); n != len(keys) {
+			t.Fatalf("want %d charges, got %d", len(keys), n)
+		}
+	})
+}
+
+func TestCompleterStartStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	key := b.abandon(t, b.Rider, models.RecoveryPointRideCreated)
+	c := New(b.Pool, b.executor, slog.New(slog.DiscardHandler), Config{Interval: 10 * time.Millisecond})
+
+	c.Start(context.Background())
+	deadline := time.Now().Add(10 * time.Second)
+	for b.reload(t, key).RecoveryPoint != models.RecoveryPointFinished {
+		if time.Now().After(deadline) {
+			t.Fatal("want the running completer to finish the key")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.Stop()
+	b.requireFinishedCharged(t, key)
+}

@@ -1,0 +1,222 @@
+// Package enqueuer is the transactionally-staged job drain of the article. A request stages its
+// background jobs in staged_jobs, in the same transaction as the work that wants them, so that a
+// job exists if and only if that work committed. The enqueuer moves committed staged jobs into
+// River, in batches, each batch in one transaction that inserts the jobs into River and deletes
+// exactly the staged rows it inserted: a job reaches River once, never twice and never not at
+// all, however many enqueuers run.
+//
+// A trigger on staged_jobs (migration 00003) notifies NotifyChannel on every insert, which wakes
+// a started Enqueuer at once; polling every Config.PollInterval covers notifications missed while
+// the listening connection was down.
+package enqueuer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/rocketrides/rocketrides/internal/maintenance"
+	"github.com/rocketrides/rocketrides/models"
+)
+
+// NotifyChannel is the channel the staged_jobs trigger of migration 00003 notifies.
+const NotifyChannel = "staged_jobs"
+
+// DecodeFunc turns a staged job into the River job to insert for it. The enqueuer knows no job
+// kinds; the package that works the jobs does, and supplies this (workers.DecodeStagedJob).
+// opts may be nil. An error sets the staged job aside (see RunOnce) rather than failing the batch.
+type DecodeFunc func(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error)
+
+// Config tunes an Enqueuer. The zero value of each field means its default.
+type Config struct {
+	// BatchSize is the most staged jobs one RunOnce hands over, all in one transaction. Default
+	// 1000: large enough that a backlog drains in few round trips, small enough that a batch's
+	// transaction and its row locks last well under a second.
+	BatchSize int
+
+	// PollInterval is how long a started Enqueuer sleeps when no notification wakes it, the
+	// fallback for a notification missed while its listening connection was down. Default 1 s.
+	PollInterval time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.BatchSize == 0 {
+		c.BatchSize = 1000
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = time.Second
+	}
+	return c
+}
+
+// Result is what one RunOnce did, and what `enqueuer -once` prints.
+type Result struct {
+	// Enqueued is how many staged jobs River took. It includes jobs that River recognised as
+	// duplicates of a unique job it already had: those were handed over too, and River kept one.
+	Enqueued int `json:"enqueued"`
+
+	// Failed is how many staged jobs could not be decoded or inserted, and were set aside in
+	// River as cancelled jobs for a human to look at.
+	Failed int `json:"failed"`
+}
+
+// Enqueuer moves staged jobs into River. It is safe to run several, in one process or many.
+type Enqueuer struct {
+	pool        *pgxpool.Pool
+	riverClient *river.Client[pgx.Tx]
+	decode      DecodeFunc
+	logger      *slog.Logger
+	config      Config
+
+	wake chan struct{} // a staged job arrived; buffered, so that a wake-up is never lost
+	loop *maintenance.Loop
+
+	mu           sync.Mutex
+	cancel       context.CancelFunc // ends the listener and the loop
+	listenerDone chan struct{}
+}
+
+// New returns an Enqueuer that inserts through riverClient, which should be insert-only (no
+// Workers): a client with Workers refuses kinds it has no worker for, and with them the jobs the
+// enqueuer sets aside.
+func New(pool *pgxpool.Pool, riverClient *river.Client[pgx.Tx], decode DecodeFunc, logger *slog.Logger, config Config) *Enqueuer {
+	config = config.withDefaults()
+	e := &Enqueuer{
+		pool:        pool,
+		riverClient: riverClient,
+		decode:      decode,
+		logger:      logger,
+		config:      config,
+		wake:        make(chan struct{}, 1),
+	}
+	e.loop = &maintenance.Loop{
+		Name: "Enqueuer",
+		RunOnce: func(ctx context.Context) (bool, error) {
+			res, err := e.RunOnce(ctx)
+			if err != nil {
+				return false, err
+			}
+			return res.Enqueued+res.Failed == config.BatchSize, nil
+		},
+		Interval: config.PollInterval,
+		Wake:     e.wake,
+		Logger:   logger,
+	}
+	return e
+}
+
+// Start listens on NotifyChannel and drains staged jobs in the background until ctx ends or Stop
+// is called. It returns once it is listening, so that any job staged after Start returns wakes
+// the enqueuer; it fails if it cannot listen at all. An Enqueuer starts once.
+func (e *Enqueuer) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.listenerDone != nil {
+		return errors.New("enqueuer already started")
+	}
+
+	conn, err := e.listen(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, e.cancel = context.WithCancel(ctx)
+	e.listenerDone = make(chan struct{})
+	go e.runListener(ctx, conn)
+	e.loop.Start(ctx)
+	return nil
+}
+
+// Stop ends the background work, waits for the batch in progress to commit or roll back, and
+// closes the listening connection.
+func (e *Enqueuer) Stop() {
+	e.mu.Lock()
+	cancel, done := e.cancel, e.listenerDone
+	e.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	e.loop.Stop()
+	<-done
+}
+
+// RunOnce hands over one batch of staged jobs, oldest first, in one transaction: it locks up to
+// BatchSize staged rows that no other enqueuer holds, inserts their jobs into River, deletes
+// exactly those rows, and commits. Should anything fail, the transaction rolls back and every
+// row stays staged for the next pass.
+//
+// A staged job that cannot become a River job (the DecodeFunc fails, or River refuses what it
+// returned) would stay first in line and, given enough of them, block every job behind it. It is
+// set aside instead: inserted into River as a cancelled job of kind job_name with its raw
+// arguments, tagged "enqueuer_failed" and carrying the error in its metadata, and logged. River
+// never works it, a human can see it (and retry it once the cause is fixed), and River's job
+// cleaner removes it after the client's CancelledJobRetentionPeriod (24 h by default).
+func (e *Enqueuer) RunOnce(ctx context.Context) (*Result, error) {
+	res, setAside, err := e.runOnce(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("error draining staged jobs: %w", err)
+	}
+	// Logged once committed, so that a rolled-back batch reports nothing it did not do.
+	for _, f := range setAside {
+		e.logger.ErrorContext(ctx, "Enqueuer: set aside a staged job River could not take",
+			slog.Int64("staged_job_id", f.stagedJob.ID), slog.String("job_name", f.stagedJob.JobName),
+			slog.Int64("river_job_id", f.riverJobID), slog.String("error", f.err.Error()))
+	}
+	if res.Enqueued > 0 || res.Failed > 0 {
+		e.logger.InfoContext(ctx, "Enqueuer: enqueued jobs",
+			slog.Int("num_enqueued", res.Enqueued), slog.Int("num_failed", res.Failed))
+	}
+	return res, nil
+}
+
+func (e *Enqueuer) runOnce(ctx context.Context) (*Result, []*failure, error) {
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("error beginning transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // A no-op once committed.
+
+	stagedJobs, err := models.StagedJobLockBatch(ctx, tx, e.config.BatchSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(stagedJobs) == 0 {
+		return &Result{}, nil, nil
+	}
+
+	failures, err := e.insert(ctx, tx, stagedJobs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range failures {
+		if err := e.setAside(ctx, tx, f); err != nil {
+			return nil, nil, err
+		}
+	}
+
+	ids := make([]int64, len(stagedJobs))
+	for i, j := range stagedJobs {
+		ids[i] = j.ID
+	}
+	deleted, err := models.StagedJobDeleteByIDs(ctx, tx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Rows locked FOR UPDATE cannot vanish under us; if they did, committing could double a job.
+	if deleted != int64(len(ids)) {
+		return nil, nil, fmt.Errorf("bug: deleted %d staged jobs of the %d locked", deleted, len(ids))
+	}
+
+	if err := tx.Commit(ctx); err != nil {
+		return nil, nil, fmt.Errorf("error committing: %w", err)
+	}
+	return &Result{Enqueued: len(stagedJobs) - len(failures), Failed: len(failures)}, failures, nil
+}

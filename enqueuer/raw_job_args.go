@@ -1,0 +1,44 @@
+package enqueuer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/riverqueue/river"
+)
+
+// RawJobArgs is a River job of any kind with its arguments as JSON, for handing a staged job to
+// River without knowing its Go type. The enqueuer sets aside undecodable staged jobs with it, and
+// DecodeRaw uses it for every job.
+type RawJobArgs struct {
+	// JobKind is the River kind, the staged job's job_name.
+	JobKind string
+
+	// Args are the job's arguments, stored in River as they are.
+	Args json.RawMessage
+}
+
+// Kind is the job's River kind.
+func (a RawJobArgs) Kind() string { return a.JobKind }
+
+// MarshalJSON returns Args, so that River stores the staged arguments unchanged.
+func (a RawJobArgs) MarshalJSON() ([]byte, error) {
+	if len(a.Args) == 0 {
+		return nil, errors.New("raw job args are empty")
+	}
+	return a.Args, nil
+}
+
+// DecodeRaw is a DecodeFunc that hands every staged job to River as it is: kind job_name, the
+// staged arguments, River's default insert options. It suits processes and tests that must not
+// depend on the workers package; a worker decodes the arguments itself.
+func DecodeRaw(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
+	if jobName == "" {
+		return nil, nil, errors.New("job name is empty")
+	}
+	if !json.Valid(args) {
+		return nil, nil, fmt.Errorf("arguments of job %q are not JSON", jobName)
+	}
+	return RawJobArgs{JobKind: jobName, Args: args}, nil, nil
+}

@@ -1,0 +1,49 @@
+package bootstrap
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+)
+
+// Service is a background process's work, in the shape of River's maintenance services:
+// RunOnce does one bounded pass, Start runs passes until Stop.
+type Service[R any] interface {
+	Start(ctx context.Context) error
+	Stop()
+	RunOnce(ctx context.Context) (R, error)
+}
+
+// ParseOnceFlag parses a background command's only flag, -once.
+func ParseOnceFlag(name string, args []string, usage string) (bool, error) {
+	flags := flag.NewFlagSet(name, flag.ContinueOnError)
+	once := flags.Bool("once", false, usage)
+	if err := flags.Parse(args); err != nil {
+		return false, err
+	}
+	return *once, nil
+}
+
+// RunService is what every background command does with its service. With once, one pass
+// whose result is printed to stdout as one JSON line, for tests, cron and operators; otherwise
+// passes until ctx ends (SIGINT or SIGTERM), then a clean stop.
+func RunService[R any](ctx context.Context, name string, once bool, svc Service[R], stdout io.Writer, logger *slog.Logger) error {
+	if once {
+		result, err := svc.RunOnce(ctx)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(stdout).Encode(result)
+	}
+
+	if err := svc.Start(ctx); err != nil {
+		return err
+	}
+	logger.InfoContext(ctx, name+": started")
+	<-ctx.Done()
+	svc.Stop()
+	logger.InfoContext(context.WithoutCancel(ctx), name+": stopped")
+	return nil
+}

@@ -1,0 +1,170 @@
+// Package reaper deletes idempotency keys once they are too old to matter. Clients retry a
+// request for minutes, the completer for hours; after ReapAfter nobody will, and the keys would
+// otherwise pile up for ever. A key that never finished is not simply dropped: it is recorded in
+// abandoned_requests first, for a human, because it may stand for a ride that was booked, or even
+// charged, without the rider ever hearing of it.
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rocketrides/rocketrides/internal/maintenance"
+	"github.com/rocketrides/rocketrides/models"
+)
+
+// Config tunes the reaper. The zero value of each field means its default.
+type Config struct {
+	// BatchSize bounds the keys one pass deletes, and so how long its transaction holds their
+	// row locks. Default 1000.
+	BatchSize int
+
+	// ReapAfter is the age at which a key is deleted: long enough that a bug shipped on a
+	// Friday can be fixed on Monday and the completer still finds the requests it broke.
+	// Default 72 h.
+	ReapAfter time.Duration
+
+	// LockTimeout is how old a key's lock must be before the reaper may delete the key: a
+	// younger lock belongs to a request still running, whose outcome deleting the key would
+	// lose. Use the executor's lock timeout. Default 90 s.
+	LockTimeout time.Duration
+
+	// Interval is the sleep between passes that found less than a full batch. Default 1 min.
+	Interval time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.BatchSize == 0 {
+		c.BatchSize = 1000
+	}
+	if c.ReapAfter == 0 {
+		c.ReapAfter = 72 * time.Hour
+	}
+	if c.LockTimeout == 0 {
+		c.LockTimeout = 90 * time.Second
+	}
+	if c.Interval == 0 {
+		c.Interval = time.Minute
+	}
+	return c
+}
+
+// Reaper is the maintenance service that deletes old keys. Any number may run at once: each
+// pass locks the keys it takes and skips those another pass holds.
+type Reaper struct {
+	config Config
+	logger *slog.Logger
+	pool   *pgxpool.Pool
+	loop   *maintenance.Loop
+}
+
+// New returns a Reaper working on pool.
+func New(pool *pgxpool.Pool, logger *slog.Logger, config Config) *Reaper {
+	r := &Reaper{
+		config: config.withDefaults(),
+		logger: logger,
+		pool:   pool,
+	}
+	r.loop = &maintenance.Loop{
+		Name: "Reaper",
+		RunOnce: func(ctx context.Context) (bool, error) {
+			res, err := r.RunOnce(ctx)
+			if err != nil {
+				return false, err
+			}
+			return res.Reaped == r.config.BatchSize, nil
+		},
+		Interval: r.config.Interval,
+		Logger:   logger,
+	}
+	return r
+}
+
+// Start runs passes in the background until ctx ends or Stop is called.
+func (r *Reaper) Start(ctx context.Context) error {
+	r.loop.Start(ctx)
+	return nil
+}
+
+// Stop ends the background passes and waits for the one in progress, whose transaction then
+// either commits or rolls back whole.
+func (r *Reaper) Stop() { r.loop.Stop() }
+
+// Result counts what one pass did.
+type Result struct {
+	// Reaped counts the keys deleted, finished or not.
+	Reaped int `json:"reaped"`
+
+	// Abandoned counts those of them that never finished, and were recorded in
+	// abandoned_requests before they were deleted.
+	Abandoned int `json:"abandoned"`
+}
+
+// RunOnce reaps one batch in one transaction: it takes the oldest keys past ReapAfter, records
+// the unfinished ones as abandoned requests, and deletes them all. Record and deletion commit
+// together, so a key is never deleted unrecorded, nor recorded twice by two reapers.
+func (r *Reaper) RunOnce(ctx context.Context) (*Result, error) {
+	var res *Result
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = r.reap(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error reaping idempotency keys: %w", err)
+	}
+	if res.Reaped > 0 {
+		r.logger.InfoContext(ctx, "Reaper: reaped keys",
+			slog.Int("num_reaped", res.Reaped),
+			slog.Int("num_abandoned", res.Abandoned))
+	}
+	if res.Abandoned > 0 {
+		// Someone has to look at these; `admin list-abandoned` shows them.
+		r.logger.WarnContext(ctx, "Reaper: recorded unfinished requests as abandoned",
+			slog.Int("num_abandoned", res.Abandoned))
+	}
+	return res, nil
+}
+
+func (r *Reaper) reap(ctx context.Context, tx pgx.Tx) (*Result, error) {
+	keys, err := models.IdempotencyKeyListReapableForUpdate(ctx, tx, r.config.ReapAfter, r.config.LockTimeout, r.config.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+
+	res := &Result{}
+	ids := make([]int64, len(keys))
+	for i, key := range keys {
+		ids[i] = key.ID
+		if key.RecoveryPoint == models.RecoveryPointFinished {
+			continue
+		}
+		var rideID *int64
+		ride, err := models.RideGetByIdempotencyKeyID(ctx, tx, key.ID)
+		switch {
+		case err == nil:
+			rideID = &ride.ID
+		case !errors.Is(err, models.ErrNotFound):
+			return nil, err
+		}
+		if _, err := models.AbandonedRequestInsertFromKey(ctx, tx, key, models.AbandonedReasonReapedUnfinished, rideID); err != nil {
+			return nil, err
+		}
+		res.Abandoned++
+	}
+
+	if len(ids) == 0 {
+		return res, nil
+	}
+	res.Reaped, err = models.IdempotencyKeyDeleteByIDs(ctx, tx, ids)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
