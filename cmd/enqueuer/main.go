@@ -13,6 +13,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/enqueuer"
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/workers"
 )
 
 func main() {
@@ -46,8 +47,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("error creating River client: %w", err)
 	}
-	// TODO: workers.DecodeStagedJob, once the workers package provides it.
-	enq := enqueuer.New(pool, riverClient, enqueuer.DecodeRaw, logger,
+	enq := enqueuer.New(pool, riverClient, workers.DecodeStagedJob, logger,
 		enqueuer.Config{PollInterval: cfg.EnqueuerPollInterval})
 
 	return bootstrap.RunService(ctx, "Enqueuer", once, enq, os.Stdout, logger)

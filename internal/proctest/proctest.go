@@ -85,8 +85,15 @@ type Process struct {
 // ends if it is still running.
 func Start(t testing.TB, path string, env []string, args ...string) *Process {
 	t.Helper()
+	return StartIn(t, "", path, env, args...)
+}
+
+// StartIn is Start with the working directory dir.
+func StartIn(t testing.TB, dir, path string, env []string, args ...string) *Process {
+	t.Helper()
 	p := &Process{Name: filepath.Base(path), out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(path, args...)
+	p.cmd.Dir = dir
 	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
 	p.cmd.Stdout = p.out
 	p.cmd.Stderr = p.out

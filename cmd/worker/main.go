@@ -1,0 +1,112 @@
+// Command worker works River jobs: it mails ride receipts.
+//
+//	worker         work jobs until SIGINT or SIGTERM
+//	worker -once   work the jobs available now, print one JSON line of counts, and exit
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/mailer"
+	"github.com/rocketrides/rocketrides/workers"
+)
+
+// Shutdown, within the 10 s (bootstrap.ShutdownTimeout) a process manager usually grants between
+// SIGTERM and SIGKILL: running jobs get softStopTimeout to finish; then their contexts are
+// cancelled, which puts each job back as available without using up an attempt, and they get
+// hardStopTimeout to return.
+const (
+	softStopTimeout = bootstrap.ShutdownTimeout * 7 / 10
+	hardStopTimeout = bootstrap.ShutdownTimeout - softStopTimeout
+)
+
+func main() {
+	bootstrap.Main("worker", run)
+}
+
+func run(ctx context.Context) error {
+	once := flag.Bool("once", false, `work the jobs available now, then print {"completed":N,"failed":N,"discarded":N,"cancelled":N} and exit`)
+	flag.Parse()
+
+	cfg, err := bootstrap.LoadConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	// With -once, stdout carries nothing but the line of counts.
+	logOutput := os.Stdout
+	if *once {
+		logOutput = os.Stderr
+	}
+	logger := bootstrap.NewLogger(logOutput, cfg)
+
+	pool, err := bootstrap.OpenPool(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	m, err := mailer.New(cfg.SMTPURL, logger)
+	if err != nil {
+		return err
+	}
+	riverWorkers := river.NewWorkers()
+	if err := workers.Register(riverWorkers, workers.Deps{Pool: pool, Mailer: m, MailFrom: cfg.MailFrom, Logger: logger}); err != nil {
+		return err
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Logger:  logger,
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.WorkerConcurrency}},
+		Workers: riverWorkers,
+	})
+	if err != nil {
+		return fmt.Errorf("error creating River client: %w", err)
+	}
+
+	logger.InfoContext(ctx, "Worker: starting", slog.String("mailer", fmt.Sprint(m)),
+		slog.Int("concurrency", cfg.WorkerConcurrency), slog.Bool("once", *once))
+	if *once {
+		return runOnce(ctx, client, logger, os.Stdout)
+	}
+
+	// Start gets a context that signals do not cancel: cancelling it would be River's hard stop,
+	// and stop below stops gently first.
+	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("error starting River: %w", err)
+	}
+	<-ctx.Done()
+	logger.Info("Worker: stopping, letting running jobs finish")
+	return stop(client, logger)
+}
+
+// stop stops River: gently, then, if jobs are still running after softStopTimeout, by
+// cancelling them.
+func stop(client *river.Client[pgx.Tx], logger *slog.Logger) error {
+	softCtx, cancel := context.WithTimeout(context.Background(), softStopTimeout)
+	defer cancel()
+	err := client.Stop(softCtx)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("error stopping River: %w", err)
+	}
+
+	logger.Warn("Worker: jobs still running, cancelling them; they will run again",
+		slog.Duration("waited", softStopTimeout))
+	hardCtx, cancel := context.WithTimeout(context.Background(), hardStopTimeout)
+	defer cancel()
+	if err := client.StopAndCancel(hardCtx); err != nil {
+		return fmt.Errorf("error stopping River: jobs did not return after being cancelled: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/rocketrides/rocketrides/internal/dbtest"
+	"github.com/rocketrides/rocketrides/internal/proctest"
+	"github.com/rocketrides/rocketrides/internal/smtptest"
+	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// world is a fresh database holding one charged ride whose receipt job waits in River.
+type world struct {
+	url   string
+	pool  *pgxpool.Pool
+	ride  *models.Ride
+	rider *models.User
+	jobID int64
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	ctx := t.Context()
+	w := &world{url: dbtest.NewDB(t)}
+	var err error
+	w.pool, err = pgxpool.New(ctx, w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.pool.Close)
+
+	hash := sha256.Sum256([]byte(t.Name()))
+	w.rider, err = models.UserInsert(ctx, w.pool, models.UserInsertParams{
+		Email: "rider@example.com", StripeCustomerID: "cus_worker", APITokenHash: hash[:],
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rideID int64
+	if err := w.pool.QueryRow(ctx, `
+		INSERT INTO rides (origin_lat, origin_lon, target_lat, target_lon, stripe_charge_id, user_id)
+		VALUES (0, 0, 1, 1, 'ch_worker', $1) RETURNING id`, w.rider.ID).Scan(&rideID); err != nil {
+		t.Fatal(err)
+	}
+	if w.ride, err = models.RideGetByIDForUser(ctx, w.pool, rideID, w.rider.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// An insert-only client, as the enqueuer is.
+	client, err := river.NewClient(riverpgxv5.New(w.pool), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := client.Insert(ctx, workers.SendRideReceiptArgs{
+		RideID: rideID, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.jobID = res.Job.ID
+	return w
+}
+
+func (w *world) jobState(t *testing.T) string {
+	t.Helper()
+	var state string
+	if err := w.pool.QueryRow(t.Context(), `SELECT state FROM river_job WHERE id = $1`, w.jobID).Scan(&state); err != nil {
+		t.Fatal(err)
+	}
+	return state
+}
+
+func TestOnce(t *testing.T) {
+	t.Parallel()
+	bin := proctest.Build(t, "worker")
+
+	t.Run("SendsTheReceiptAndPrintsCounts", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		server := smtptest.NewServer(t, smtptest.Options{})
+		env := []string{"DATABASE_URL=" + w.url, "SMTP_URL=" + server.URL()}
+
+		stdout, stderr, code := proctest.Run(t, bin, env, "-once")
+		if code != 0 || stdout != `{"completed":1,"failed":0,"discarded":0,"cancelled":0}`+"\n" {
+			t.Fatalf("want exit 0 and one line of counts, got %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+		}
+		msgs := server.Messages()
+		if len(msgs) != 1 || msgs[0].To[0] != "rider@example.com" {
+			t.Fatalf("want one receipt mailed to the rider, got %+v", msgs)
+		}
+		if text, err := msgs[0].Text(); err != nil || !strings.Contains(text, "$20.00") {
+			t.Fatalf("want the receipt to say $20.00, got %q (%v)", text, err)
+		}
+		if _, err := models.RideReceiptGet(t.Context(), w.pool, w.ride.ID); err != nil {
+			t.Fatalf("want the receipt recorded: %v", err)
+		}
+		if state := w.jobState(t); state != "completed" {
+			t.Fatalf("want the job completed, got %s", state)
+		}
+
+		// Nothing left: a second pass does nothing and says so.
+		stdout, stderr, code = proctest.Run(t, bin, env, "-once")
+		if code != 0 || stdout != `{"completed":0,"failed":0,"discarded":0,"cancelled":0}`+"\n" {
+			t.Fatalf("want zero counts, got %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+		}
+		if n := len(server.Messages()); n != 1 {
+			t.Fatalf("want still 1 receipt, got %d", n)
+		}
+	})
+
+	t.Run("CountsAFailedAttemptAndLeavesTheJobForLater", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		server := smtptest.NewServer(t, smtptest.Options{})
+		server.FailNext(1, "451 4.3.0 Try again later")
+
+		stdout, stderr, code := proctest.Run(t, bin, []string{"DATABASE_URL=" + w.url, "SMTP_URL=" + server.URL()}, "-once")
+		if code != 0 || stdout != `{"completed":0,"failed":1,"discarded":0,"cancelled":0}`+"\n" {
+			t.Fatalf("want exit 0 and one failure counted, got %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+		}
+		if state := w.jobState(t); state != "available" && state != "retryable" {
+			t.Fatalf("want the job waiting for its retry, got %s", state)
+		}
+		if _, err := models.RideReceiptGet(t.Context(), w.pool, w.ride.ID); err == nil {
+			t.Fatal("want no receipt recorded")
+		}
+	})
+}
+
+// TestRunsUntilSIGTERM runs the worker the way the Procfile does, without SMTP_URL: the receipt
+// appears in its log, and SIGTERM stops it with exit status 0 and nothing left running.
+func TestRunsUntilSIGTERM(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	worker := proctest.Start(t, proctest.Build(t, "worker"), []string{"DATABASE_URL=" + w.url, "LOG_FORMAT=json"})
+
+	line := proctest.WaitOutput(t, worker, "Worker: sent receipt", 15*time.Second)
+	if !strings.Contains(line, `"ride_id":`) {
+		t.Errorf("want the ride in the log line, got %s", line)
+	}
+	logged := proctest.WaitOutput(t, worker, "Mailer: logged message", time.Second)
+	if !strings.Contains(logged, "$20.00") || !strings.Contains(logged, "rider@example.com") {
+		t.Errorf("want the rendered receipt in the log, got %s", logged)
+	}
+
+	if err := worker.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := worker.Wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("want exit 0 after SIGTERM, got %d:\n%s", code, worker.Output())
+	}
+	if state := w.jobState(t); state != "completed" {
+		t.Fatalf("want the job completed, got %s", state)
+	}
+	var running int
+	if err := w.pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE state = 'running'`).Scan(&running); err != nil {
+		t.Fatal(err)
+	}
+	if running != 0 {
+		t.Fatalf("want no job left running after a clean stop, got %d", running)
+	}
+}
+
+// TestSIGTERMWhileSending stops the worker while a receipt is at the mail server: a job that
+// ends within the grace period is finished, one that does not is released for another worker.
+func TestSIGTERMWhileSending(t *testing.T) {
+	t.Parallel()
+	bin := proctest.Build(t, "worker")
+
+	// start starts a worker whose mail server takes stall to accept the receipt, and sends it
+	// SIGTERM once the job is running.
+	start := func(t *testing.T, stall time.Duration) (*world, *smtptest.Server, *proctest.Process) {
+		w := newWorld(t)
+		server := smtptest.NewServer(t, smtptest.Options{})
+		server.StallNext(stall)
+		worker := proctest.Start(t, bin, []string{"DATABASE_URL=" + w.url, "SMTP_URL=" + server.URL()})
+		deadline := time.Now().Add(10 * time.Second)
+		for w.jobState(t) != "running" {
+			if time.Now().After(deadline) {
+				t.Fatalf("job not running after 10s:\n%s", worker.Output())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := worker.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		return w, server, worker
+	}
+
+	t.Run("FinishesAJobThatEndsInTime", func(t *testing.T) {
+		t.Parallel()
+		w, server, worker := start(t, time.Second)
+		if code := worker.Wait(t, 10*time.Second); code != 0 {
+			t.Fatalf("want exit 0, got %d:\n%s", code, worker.Output())
+		}
+		if state := w.jobState(t); state != "completed" || len(server.Messages()) != 1 {
+			t.Fatalf("want the job completed and the receipt mailed, got %s and %d messages", state, len(server.Messages()))
+		}
+		if _, err := models.RideReceiptGet(t.Context(), w.pool, w.ride.ID); err != nil {
+			t.Fatalf("want the receipt recorded: %v", err)
+		}
+	})
+
+	t.Run("ReleasesAJobThatDoesNot", func(t *testing.T) {
+		t.Parallel()
+		w, _, worker := start(t, time.Minute)
+		if code := worker.Wait(t, 11*time.Second); code != 0 {
+			t.Fatalf("want exit 0 within the grace period, got %d:\n%s", code, worker.Output())
+		}
+		var state string
+		var attempt int
+		var numErrors int
+		if err := w.pool.QueryRow(t.Context(), `SELECT state, attempt, coalesce(array_length(errors, 1), 0) FROM river_job WHERE id = $1`, w.jobID).
+			Scan(&state, &attempt, &numErrors); err != nil {
+			t.Fatal(err)
+		}
+		if state != "available" || attempt != 0 || numErrors != 0 {
+			t.Fatalf("want the job released as available with no attempt used up, got %s, attempt %d, %d errors", state, attempt, numErrors)
+		}
+		if _, err := models.RideReceiptGet(t.Context(), w.pool, w.ride.ID); err == nil {
+			t.Fatal("want no receipt recorded for a send that was cut short")
+		}
+		if !strings.Contains(worker.Output(), "Worker: jobs still running, cancelling them") {
+			t.Errorf("want the cancellation logged:\n%s", worker.Output())
+		}
+	})
+}

@@ -1,0 +1,176 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/mail"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/rocketrides/rocketrides/internal/mailer"
+	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/phases"
+)
+
+// SendRideReceiptMaxAttempts is how often a receipt is tried before River discards the job.
+// With River's default backoff (attempt⁴ seconds) ten attempts span about four hours: a mail
+// server's bad afternoon is ridden out, and past that a person should look at the discarded job
+// (River keeps discarded jobs for 7 days) rather than the rider getting a receipt days late.
+const SendRideReceiptMaxAttempts = 10
+
+// recordTimeout bounds recording a receipt that has been sent. That step ignores the job's
+// cancellation (see Work), so it needs a bound of its own; a healthy database takes
+// milliseconds.
+const recordTimeout = 10 * time.Second
+
+// SendRideReceiptArgs are the args of the job that emails a rider the receipt of a charged
+// ride: the JSON of phases.ReceiptJobArgs, which the API stages.
+type SendRideReceiptArgs struct {
+	// RideID alone decides uniqueness: one receipt job per ride, whatever the other args say.
+	RideID   int64  `json:"ride_id" river:"unique"`
+	UserID   int64  `json:"user_id"`
+	Amount   int64  `json:"amount"`   // in the currency's smallest unit, as Stripe counts it
+	Currency string `json:"currency"` // ISO 4217, lower case, as Stripe writes it
+}
+
+// Kind is the job's name in River, the same as in staged_jobs.
+func (SendRideReceiptArgs) Kind() string { return phases.ReceiptJobName }
+
+// InsertOpts makes the job unique per ride: inserting it again while one for the same ride is
+// available, scheduled, running, retryable or completed (until River cleans completed jobs out
+// after a day) inserts nothing. A discarded or cancelled job does not block a new one, so an
+// operator can re-enqueue a receipt that gave up.
+func (SendRideReceiptArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		MaxAttempts: SendRideReceiptMaxAttempts,
+		UniqueOpts:  river.UniqueOpts{ByArgs: true},
+	}
+}
+
+func (a SendRideReceiptArgs) validate() error {
+	switch {
+	case a.RideID <= 0:
+		return errors.New("ride_id must be positive")
+	case a.UserID <= 0:
+		return errors.New("user_id must be positive")
+	case a.Amount <= 0:
+		return errors.New("amount must be positive")
+	case len(a.Currency) != 3:
+		return errors.New("currency must be a three-letter ISO 4217 code")
+	}
+	return nil
+}
+
+// SendRideReceiptWorker emails the receipt of a charged ride and records it on the ride.
+//
+// In normal operation a ride gets one receipt: the job is unique per ride, and the receipt is
+// recorded (rides.receipt_sent_at) in the same transaction that completes the job, so a job
+// that finds the receipt recorded sends nothing.
+//
+// Sending is still at least once, because the mail server and Postgres cannot share a
+// transaction. If the worker process dies, or loses the database, after the mail server
+// accepted the message but before that transaction commits, the job is retried (River rescues
+// a job whose worker vanished after RescueStuckJobsAfter, an hour by default) and the rider is
+// mailed a second time. The window is the few milliseconds of one UPDATE and one commit; a
+// shutdown does not widen it, as recording ignores the job's cancellation once the message is
+// out. The copies carry the same Message-ID, derived from the ride, so a mail system that
+// deduplicates on it (many providers and clients do) shows one. An SMTP error after the server
+// received the whole message (a lost final reply) is the same case, seen from the client:
+// retried, perhaps delivered twice, same Message-ID.
+type SendRideReceiptWorker struct {
+	river.WorkerDefaults[SendRideReceiptArgs]
+
+	pool            *pgxpool.Pool
+	mailer          mailer.Mailer
+	mailFrom        string
+	messageIDDomain string
+	logger          *slog.Logger
+}
+
+// Work sends the receipt unless it was recorded already. An SMTP failure is returned, so River
+// retries with backoff; a job that cannot ever succeed (its ride is gone or was never charged)
+// is cancelled instead.
+func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRideReceiptArgs]) error {
+	args := job.Args
+	ride, err := models.RideGetByIDForUser(ctx, w.pool, args.RideID, args.UserID)
+	if errors.Is(err, models.ErrNotFound) {
+		return river.JobCancel(fmt.Errorf("no ride %d of user %d to send a receipt for: %w", args.RideID, args.UserID, err))
+	}
+	if err != nil {
+		return err
+	}
+	if ride.StripeChargeID == nil {
+		return river.JobCancel(fmt.Errorf("ride %d was never charged, so it has no receipt", ride.ID))
+	}
+
+	sent, err := models.RideReceiptGet(ctx, w.pool, ride.ID)
+	if err == nil {
+		w.logger.InfoContext(ctx, "Worker: receipt already sent, not sending it again",
+			slog.Int64("ride_id", ride.ID), slog.String("message_id", sent.MessageID),
+			slog.Time("sent_at", sent.SentAt), slog.Int64("job_id", job.ID))
+		return nil
+	}
+	if !errors.Is(err, models.ErrNotFound) {
+		return err
+	}
+
+	user, err := models.UserGetByID(ctx, w.pool, args.UserID)
+	if err != nil {
+		return err
+	}
+	if _, err := mail.ParseAddress(user.Email); err != nil {
+		return river.JobCancel(fmt.Errorf("user %d has an email address no mail server takes: %w", user.ID, err))
+	}
+
+	msg := receiptMessage(ride, user, args, w.mailFrom, w.messageIDDomain)
+	if err := w.mailer.Send(ctx, msg); err != nil {
+		return fmt.Errorf("error mailing receipt of ride %d: %w", ride.ID, err)
+	}
+
+	// The message is out. From here on the job's cancellation (a shutdown) is ignored: giving
+	// up now would only leave the receipt unrecorded and mail it again on the retry.
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	raced, err := w.record(recordCtx, job, ride.ID, msg.MessageID)
+	if err != nil {
+		return err
+	}
+	if raced {
+		w.logger.WarnContext(ctx, "Worker: receipt was recorded by another job meanwhile; the rider may have it twice",
+			slog.Int64("ride_id", ride.ID), slog.String("message_id", msg.MessageID), slog.Int64("job_id", job.ID))
+		return nil
+	}
+	w.logger.InfoContext(ctx, "Worker: sent receipt",
+		slog.Int64("ride_id", ride.ID), slog.Int64("user_id", user.ID), slog.String("message_id", msg.MessageID),
+		slog.Int64("job_id", job.ID), slog.Int("attempt", job.Attempt))
+	return nil
+}
+
+// record records the receipt and completes the job in one transaction, so that a receipt is
+// recorded exactly when its job is done. raced reports that another job had recorded a receipt
+// for the ride first; the job is completed all the same.
+func (w *SendRideReceiptWorker) record(ctx context.Context, job *river.Job[SendRideReceiptArgs], rideID int64, messageID string) (raced bool, err error) {
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("error beginning transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
+
+	if _, err := models.RideReceiptRecord(ctx, tx, rideID, messageID); errors.Is(err, models.ErrNotFound) {
+		raced = true
+	} else if err != nil {
+		return false, err
+	}
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return false, fmt.Errorf("error completing job %d: %w", job.ID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("error committing receipt of ride %d: %w", rideID, err)
+	}
+	return raced, nil
+}
