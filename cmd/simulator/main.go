@@ -4,6 +4,9 @@
 // once they look abandoned.
 //
 //	API_URL=http://localhost:5004 go run ./cmd/simulator [-rides N]
+//
+// API_URL defaults to http://localhost:$PORT. Under a Procfile manager, which gives every
+// process its own PORT, set API_URL.
 package main
 
 import (
@@ -113,6 +116,7 @@ func bookRide(ctx context.Context, c *client.Client, raiseError bool, logger *sl
 	case errors.As(err, &unknown):
 		logger.WarnContext(ctx, "Simulator: gave up on a ride; the completer will finish it",
 			slog.String("idempotency_key", unknown.IdempotencyKey), slog.Int("attempts", unknown.Attempts),
+			slog.String("last_error", unknown.Last.Error()),
 			slog.Bool("raise_error", raiseError))
 	default:
 		logger.ErrorContext(ctx, "Simulator: ride failed", slog.String("error", err.Error()))

@@ -50,6 +50,7 @@ func TestProcfile(t *testing.T) {
 		"STRIPE_API_URL=" + stripeURL,
 		"SMTP_URL=" + mail.URL(),
 		fmt.Sprintf("PORT=%d", port),
+		fmt.Sprintf("API_URL=http://127.0.0.1:%d", port),
 	}
 	envFile := filepath.Join(t.TempDir(), "procfile.env")
 	if err := os.WriteFile(envFile, []byte(strings.Join(env, "\n")+"\n"), 0o600); err != nil {

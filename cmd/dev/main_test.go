@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rocketrides/rocketrides/internal/proctest"
+)
+
+// TestDev runs the README's run command as a user would: it waits for the banner, books a ride
+// with the printed token, waits for the worker to log the receipt, stops everything with
+// Ctrl-C (SIGINT) and checks that no process is left. With -data-dir it does so twice on one
+// database, which must keep the first run's ride.
+func TestDev(t *testing.T) {
+	t.Parallel()
+	dev := proctest.Build(t, "dev")
+	tmp := t.TempDir()
+	// As root, the server runs as the postgres user, which must be able to reach the directory.
+	for _, dir := range []string{filepath.Dir(tmp), tmp} {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataDir := filepath.Join(tmp, "postgres")
+
+	for run := 1; run <= 2; run++ {
+		port := proctest.FreePort(t)
+		p := proctest.Start(t, dev, []string{fmt.Sprintf("PORT=%d", port)}, "-data-dir", dataDir)
+		banner := proctest.WaitOutput(t, p, "RIDER=rr_", 3*time.Minute)
+		token := regexp.MustCompile(`RIDER=(rr_\S+)`).FindStringSubmatch(banner)[1]
+
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/rides", port),
+			strings.NewReader("origin_lat=37.7749&origin_lon=-122.4194&target_lat=37.3382&target_lon=-121.8863"))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Idempotency-Key", fmt.Sprintf("dev-test-ride-%020d", run))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("run %d: want 201, got %d\n%s", run, resp.StatusCode, p.Output())
+		}
+		// The second run's ride is ride 2: the database kept the first one.
+		proctest.WaitOutput(t, p, fmt.Sprintf(`msg="Worker: sent receipt" ride_id=%d`, run), 30*time.Second)
+
+		if err := p.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.Wait(t, 30*time.Second); code != 0 {
+			t.Fatalf("run %d: want exit 0 after Ctrl-C, got %d\n%s", run, code, p.Output())
+		}
+		if left, _ := exec.Command("pgrep", "-f", "rocketrides-dev-bin").Output(); len(left) > 0 {
+			t.Fatalf("run %d: processes left behind: %s", run, left)
+		}
+	}
+}
