@@ -14,14 +14,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,6 +29,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/pgcluster"
+	"github.com/rocketrides/rocketrides/internal/supervisor"
 )
 
 // databaseName is the database dev creates in its cluster.
@@ -64,12 +63,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		port = p
 	}
 
-	root, err := moduleRoot()
+	root, err := supervisor.ModuleRoot()
 	if err != nil {
 		return err
 	}
-	out := &prefixWriter{w: stdout}
-	logf := func(format string, args ...any) { out.line("dev", fmt.Sprintf(format, args...)) }
+	out := supervisor.NewPrefixWriter(stdout)
+	logf := func(format string, args ...any) { out.Line("dev", fmt.Sprintf(format, args...)) }
 
 	binDir, err := os.MkdirTemp("", "rocketrides-dev-bin")
 	if err != nil {
@@ -77,7 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer os.RemoveAll(binDir)
 	logf("Building the commands")
-	if err := build(ctx, root, binDir); err != nil {
+	if err := supervisor.Build(ctx, root, binDir, append([]string{"migrate", "fakestripe", "admin"}, services...)...); err != nil {
 		return err
 	}
 
@@ -93,19 +92,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		_ = cluster.Stop(context.WithoutCancel(ctx))
 	}()
 
-	sup := &supervisor{out: out, binDir: binDir}
-	defer sup.stopAll()
+	sup := supervisor.New(binDir, out)
+	defer func() {
+		if err := sup.StopAll(); err != nil {
+			logf("%s", err)
+		}
+	}()
 
 	baseEnv := []string{"DATABASE_URL=" + databaseURL}
-	if err := sup.runToEnd(ctx, "migrate", baseEnv, "up"); err != nil {
+	if err := sup.RunToEnd(ctx, "migrate", baseEnv, "up"); err != nil {
 		return err
 	}
 
-	stripe, err := sup.start("fakestripe", nil, "-addr", "127.0.0.1:0")
+	stripe, err := sup.Start("", "fakestripe", nil, "-addr", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	stripeURL, err := stripe.firstLine(ctx, "http://")
+	stripeURL, err := stripe.FirstLine(ctx, "http://")
 	if err != nil {
 		return fmt.Errorf("error starting the Stripe stand-in: %w", err)
 	}
@@ -127,7 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 
 	for _, name := range services {
-		if _, err := sup.start(name, env); err != nil {
+		if _, err := sup.Start("", name, env); err != nil {
 			return err
 		}
 	}
@@ -141,13 +144,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case <-ctx.Done():
 		logf("Stopping")
 		return nil
-	case p := <-sup.exited:
-		return fmt.Errorf("%s exited unexpectedly: %w", p.name, p.err)
+	case p := <-sup.Exited():
+		return fmt.Errorf("%s exited unexpectedly: %v", p.Name, p.Err())
 	}
 }
 
 // waitReady waits until the API answers /readyz, so that the banner's curl lines work at once.
-func waitReady(ctx context.Context, port int, sup *supervisor) error {
+func waitReady(ctx context.Context, port int, sup *supervisor.Supervisor) error {
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
 	client := &http.Client{Timeout: time.Second}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
@@ -160,26 +163,12 @@ func waitReady(ctx context.Context, port int, sup *supervisor) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case p := <-sup.exited:
-			return fmt.Errorf("%s exited while starting: %w", p.name, p.err)
+		case p := <-sup.Exited():
+			return fmt.Errorf("%s exited while starting: %v", p.Name, p.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	return fmt.Errorf("the API did not answer %s within 30 s", url)
-}
-
-// build compiles every command dev runs, once, so that starting them is instant.
-func build(ctx context.Context, root, binDir string) error {
-	pkgs := []string{"./cmd/migrate", "./cmd/fakestripe", "./cmd/admin"}
-	for _, name := range services {
-		pkgs = append(pkgs, "./cmd/"+name)
-	}
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", binDir + string(os.PathSeparator)}, pkgs...)...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("error building commands: %w\n%s", err, out)
-	}
-	return nil
 }
 
 // startDatabase starts the cluster, in dataDir if set and in a throwaway directory if not, and
@@ -237,9 +226,9 @@ type demoRider struct {
 // createDemoRider creates a rider with a fresh Stripe customer. Emails carry the process id so
 // that a persistent database, which keeps the riders of earlier runs, takes new ones: the Stripe
 // stand-in starts empty each run and would not know the old riders' customers.
-func createDemoRider(ctx context.Context, sup *supervisor, env []string, name, card string) (*demoRider, error) {
+func createDemoRider(ctx context.Context, sup *supervisor.Supervisor, env []string, name, card string) (*demoRider, error) {
 	email := fmt.Sprintf("%s+%d@rocketrides.example", name, os.Getpid())
-	out, err := sup.output(ctx, "admin", env, "create-user", "-email", email, "-card", card)
+	out, err := sup.Output(ctx, "admin", env, "create-user", "-email", email, "-card", card)
 	if err != nil {
 		return nil, err
 	}
@@ -279,22 +268,4 @@ The worker writes each receipt email to its log. Ctrl-C stops everything.
 
 `, port, databaseURL, stripeURL, rider.Email, rider.Token, declined.Email, declined.Token)
 	return b.String()
-}
-
-// moduleRoot finds the directory holding go.mod, upwards from the working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run dev from inside the rocketrides module (no go.mod found above the working directory)")
-		}
-		dir = parent
-	}
 }
