@@ -64,6 +64,9 @@ func (e *Executor) chargeRide(ctx context.Context, key *models.IdempotencyKey, r
 	if e.hooks.afterCharge != nil {
 		e.hooks.afterCharge(ctx)
 	}
+	if chargeErr == nil {
+		e.faultPoint(ctx, FaultPointChargeAnswered)
+	}
 
 	if chargeErr != nil {
 		if refusal := definitiveRefusal(chargeErr); refusal != nil {

@@ -48,6 +48,28 @@ type Config struct {
 
 	// SimulateErrors allows the raise_error demo parameter. Off in production.
 	SimulateErrors bool
+
+	// Faults, if set, is told each time a request passes a FaultPoint, so that failure tests can
+	// crash or stall the process exactly there. Production leaves it nil.
+	Faults FaultInjector
+}
+
+// FaultPoint names a moment in a request at which failure tests crash or stall the process.
+type FaultPoint string
+
+// The fault points: right after each recovery point commits, and between Stripe's answer to a
+// successful charge and the phase that records it (the worst moment to die: Stripe charged and
+// we do not know it yet).
+const (
+	FaultPointStarted        FaultPoint = "started"
+	FaultPointRideCreated    FaultPoint = "ride_created"
+	FaultPointChargeCreated  FaultPoint = "charge_created"
+	FaultPointChargeAnswered FaultPoint = "charge_answered"
+)
+
+// FaultInjector acts at fault points; see internal/faults.
+type FaultInjector interface {
+	At(ctx context.Context, point FaultPoint)
 }
 
 func (c Config) withDefaults() Config {
@@ -138,6 +160,9 @@ func (e *Executor) CreateRide(ctx context.Context, req *CreateRideRequest) (*Out
 	if err != nil {
 		return nil, err
 	}
+	if !replayed && key.RecoveryPoint == models.RecoveryPointStarted {
+		e.faultPoint(ctx, FaultPointStarted)
+	}
 
 	if !replayed {
 		if err := e.runPhases(ctx, key, req); err != nil {
@@ -175,6 +200,19 @@ func (e *Executor) runPhases(ctx context.Context, key *models.IdempotencyKey, re
 		if err != nil {
 			return err
 		}
+		switch key.RecoveryPoint {
+		case models.RecoveryPointRideCreated:
+			e.faultPoint(ctx, FaultPointRideCreated)
+		case models.RecoveryPointChargeCreated:
+			e.faultPoint(ctx, FaultPointChargeCreated)
+		}
+	}
+}
+
+// faultPoint tells the fault injector, if any, that the request is at point.
+func (e *Executor) faultPoint(ctx context.Context, point FaultPoint) {
+	if e.config.Faults != nil {
+		e.config.Faults.At(ctx, point)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
@@ -239,4 +240,32 @@ func TestResume(t *testing.T) {
 		b.requireCreate(t, newRequest(b.Rider))
 		b.requireOneChargedRide(t, b.Rider)
 	})
+}
+
+// recordingFaults remembers the fault points a request passed.
+type recordingFaults struct{ points []FaultPoint }
+
+func (r *recordingFaults) At(_ context.Context, point FaultPoint) { r.points = append(r.points, point) }
+
+func TestFaultPoints(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	faults := &recordingFaults{}
+	executor := New(b.Pool, b.StripeClient, b.executor.logger, Config{Faults: faults})
+
+	if _, err := executor.CreateRide(context.Background(), newRequest(b.Rider)); err != nil {
+		t.Fatal(err)
+	}
+	want := []FaultPoint{FaultPointStarted, FaultPointRideCreated, FaultPointChargeAnswered, FaultPointChargeCreated}
+	if fmt.Sprint(faults.points) != fmt.Sprint(want) {
+		t.Fatalf("want fault points %v in order, got %v", want, faults.points)
+	}
+
+	faults.points = nil
+	if _, err := executor.CreateRide(context.Background(), newRequest(b.Rider)); err != nil {
+		t.Fatal(err)
+	}
+	if len(faults.points) != 0 {
+		t.Fatalf("want a replay to pass no fault point, got %v", faults.points)
+	}
 }

@@ -44,6 +44,10 @@ type Config struct {
 	// SimulateErrors (SIMULATE_ERRORS, default false) allows the raise_error demo parameter.
 	SimulateErrors bool
 
+	// Faults (FAULTS, default unset) arms crash and stall points in the API for failure tests;
+	// see internal/faults. Never set it in production.
+	Faults string
+
 	// SMTPURL (SMTP_URL, default unset) is where receipts are mailed:
 	// smtp://[user:pass@]host:port (STARTTLS when offered) or smtps://... (implicit TLS).
 	// Unset, the worker writes each rendered receipt to its log instead.
@@ -94,6 +98,7 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		StripeTimeout: 20 * time.Second,
 		LockTimeout:   90 * time.Second,
 		SMTPURL:       getenv("SMTP_URL"),
+		Faults:        getenv("FAULTS"),
 		MailFrom:      "Rocket Rides <receipts@rocketrides.example>",
 
 		WorkerConcurrency:    10,

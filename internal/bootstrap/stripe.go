@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stripe/stripe-go/v76/client"
 
+	"github.com/rocketrides/rocketrides/internal/faults"
 	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/phases"
 )
@@ -30,8 +31,14 @@ func NewExecutor(cfg *Config, pool *pgxpool.Pool, logger *slog.Logger) (*phases.
 	if err != nil {
 		return nil, err
 	}
-	return phases.New(pool, sc, logger, phases.Config{
-		LockTimeout:    cfg.LockTimeout,
-		SimulateErrors: cfg.SimulateErrors,
-	}), nil
+	config := phases.Config{LockTimeout: cfg.LockTimeout, SimulateErrors: cfg.SimulateErrors}
+	injector, err := faults.Parse(cfg.Faults, logger)
+	if err != nil {
+		return nil, err
+	}
+	if injector != nil {
+		logger.Warn("Bootstrap: fault injection is armed (FAULTS); never in production", slog.String("faults", cfg.Faults))
+		config.Faults = injector
+	}
+	return phases.New(pool, sc, logger, config), nil
 }
