@@ -130,4 +130,3 @@ func valueOr(v, fallback string) string {
 	}
 	return fallback
 }
-
