@@ -35,8 +35,7 @@ func listAbandoned(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	logger := bootstrap.NewLogger(os.Stderr, cfg)
-	pool, err := bootstrap.OpenPool(ctx, cfg, logger)
+	_, pool, err := bootstrap.Open(ctx, cfg, os.Stderr)
 	if err != nil {
 		return err
 	}

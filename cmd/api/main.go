@@ -22,9 +22,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	logger := bootstrap.NewLogger(os.Stdout, cfg)
-
-	pool, err := bootstrap.OpenPool(ctx, cfg, logger)
+	logger, pool, err := bootstrap.Open(ctx, cfg, os.Stdout)
 	if err != nil {
 		return err
 	}

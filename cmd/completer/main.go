@@ -33,10 +33,7 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("REAP_AFTER (%s) must exceed COMPLETER_MIN_AGE (%s) by more than %s, or the completer would never get a key before the reaper",
 			cfg.ReapAfter, cfg.CompleterMinAge, completer.ReapMargin)
 	}
-	// Logs go to stderr, so that with -once stdout carries nothing but the result.
-	logger := bootstrap.NewLogger(os.Stderr, cfg)
-
-	pool, err := bootstrap.OpenPool(ctx, cfg, logger)
+	logger, pool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(once))
 	if err != nil {
 		return err
 	}

@@ -27,10 +27,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Logs go to stderr, so that with -once stdout carries nothing but the result.
-	logger := bootstrap.NewLogger(os.Stderr, cfg)
-
-	pool, err := bootstrap.OpenPool(ctx, cfg, logger)
+	logger, pool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(once))
 	if err != nil {
 		return err
 	}

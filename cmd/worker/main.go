@@ -42,14 +42,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// With -once, stdout carries nothing but the line of counts.
-	logOutput := os.Stdout
-	if *once {
-		logOutput = os.Stderr
-	}
-	logger := bootstrap.NewLogger(logOutput, cfg)
-
-	pool, err := bootstrap.OpenPool(ctx, cfg, logger)
+	logger, pool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(*once))
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ package proctest
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rocketrides/rocketrides/internal/supervisor"
 )
 
 var (
@@ -40,7 +41,7 @@ func Build(t testing.TB, name string) string {
 		}
 		buildDir = dir
 	}
-	root, err := moduleRoot()
+	root, err := supervisor.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,24 +53,6 @@ func Build(t testing.TB, name string) string {
 	}
 	built[name] = path
 	return path
-}
-
-// moduleRoot finds the directory holding go.mod, upwards from the test's working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // Process is a started binary.
