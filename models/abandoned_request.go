@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Reasons a request is recorded as abandoned.
@@ -21,6 +23,11 @@ const (
 	// failure under our idempotency key, so every retry gets the same error back and cannot tell
 	// whether a charge exists.
 	AbandonedReasonStripeReplayedError = "stripe_replayed_error"
+
+	// AbandonedReasonReapedUnfinished: the key reached the reaper's age without ever finishing,
+	// so neither its client nor the completer got it to a response, and deleting it would
+	// otherwise leave no trace of a request that may have created a ride or even charged for it.
+	AbandonedReasonReapedUnfinished = "reaped_unfinished"
 )
 
 // AbandonedRequest is a request the system gave up on and a human must look at. It copies what
@@ -58,4 +65,29 @@ func AbandonedRequestInsertFromKey(ctx context.Context, db DBTX, key *Idempotenc
 		return nil, fmt.Errorf("error recording abandoned request for idempotency key %d: %w", key.ID, err)
 	}
 	return &r, nil
+}
+
+// AbandonedRequestList returns up to limit abandoned requests, the most recently recorded first:
+// an operator looking at them wants to see what went wrong lately.
+func AbandonedRequestList(ctx context.Context, db DBTX, limit int) ([]*AbandonedRequest, error) {
+	rows, err := db.Query(ctx, `
+		SELECT id, created_at, reason, idempotency_key_id, idempotency_key, user_id,
+			request_params, recovery_point, last_error, key_created_at, key_last_run_at, ride_id
+		FROM abandoned_requests
+		ORDER BY created_at DESC, id DESC
+		LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("error listing abandoned requests: %w", err)
+	}
+	requests, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*AbandonedRequest, error) {
+		var r AbandonedRequest
+		err := row.Scan(&r.ID, &r.CreatedAt, &r.Reason, &r.IdempotencyKeyID, &r.IdempotencyKey,
+			&r.UserID, &r.RequestParams, &r.RecoveryPoint, &r.LastError, &r.KeyCreatedAt,
+			&r.KeyLastRunAt, &r.RideID)
+		return &r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error listing abandoned requests: %w", err)
+	}
+	return requests, nil
 }
