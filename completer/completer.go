@@ -176,7 +176,7 @@ func (c *Completer) runOnce(ctx context.Context) (*Result, int, error) {
 		case ctx.Err() != nil:
 			// Stopping: the key was unlocked where it stopped; the rest wait for the next pass.
 			return nil, len(keys), fmt.Errorf("error completing idempotency keys: %w", ctx.Err())
-		case errors.Is(err, phases.ErrKeyInUse), err == nil && !done:
+		case errors.Is(err, phases.ErrKeyInUse), errors.Is(err, phases.ErrKeyNotFound), err == nil && !done:
 			skipped++
 		case err != nil:
 			res.Failed++
@@ -215,6 +215,7 @@ func (c *Completer) complete(ctx context.Context, key *models.IdempotencyKey) (d
 		IdempotencyKey: key.IdempotencyKey,
 		Params:         params,
 		OriginIP:       key.OriginIP,
+		ResumeOnly:     true,
 	})
 	if err != nil {
 		return false, fmt.Errorf("error completing idempotency key %d: %w", key.ID, err)

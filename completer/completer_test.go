@@ -3,7 +3,9 @@ package completer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +13,9 @@ import (
 	"github.com/rocketrides/rocketrides/internal/fakestripe"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/ridetest"
+	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/phases"
 )
 
 func TestCompleterRunOnce(t *testing.T) {
@@ -201,6 +205,56 @@ func TestCompleterRunOnce(t *testing.T) {
 
 		b.runOnce(t, c, Result{})
 		b.requireUntouched(t, key, requests)
+	})
+
+	t.Run("KeyReapedMidPassIsNotRecreated", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		key := b.abandon(t, b.Rider, models.RecoveryPointRideCreated)
+		requests := b.Stripe.ChargeRequests()
+		// The reaper deletes the key between the completer listing it and running it.
+		b.Exec(t, `DELETE FROM idempotency_keys WHERE id = $1`, key.ID)
+
+		done, err := b.completer.complete(context.Background(), key)
+		if done || !errors.Is(err, phases.ErrKeyNotFound) {
+			t.Fatalf("want ErrKeyNotFound, got done=%t %v", done, err)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM idempotency_keys`); n != 0 {
+			t.Fatalf("want no key recreated, got %d", n)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM rides`); n != 1 {
+			t.Fatalf("want only the first request's ride, got %d", n)
+		}
+		if b.Stripe.ChargeRequests() != requests {
+			t.Fatal("want no charge sent for a reaped key")
+		}
+	})
+
+	t.Run("FinishesKeyWhoseChargeWasMadeButNotRecorded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// The API died between Stripe charging and the charge being recorded: a connection
+		// per call, so that Go's transport does not re-send the charge by itself.
+		sc := stripeclient.New(stripeclient.Config{APIKey: ridetest.StripeAPIKey, URL: b.Stripe.URL,
+			Timeout: ridetest.StripeTimeout, Transport: &http.Transport{DisableKeepAlives: true}})
+		api := phases.New(b.Pool, sc, slog.New(slog.DiscardHandler), phases.Config{})
+		b.Stripe.InjectChargeFaults(fakestripe.FaultChargeThenDrop, 1)
+		req := newRequest(b.Rider)
+		if _, err := api.CreateRide(context.Background(), req); err == nil {
+			t.Fatal("want the request to fail when the connection drops")
+		}
+		if n := len(b.SucceededCharges()); n != 1 {
+			t.Fatalf("want Stripe to hold the unrecorded charge, got %d", n)
+		}
+		b.Exec(t, `UPDATE idempotency_keys SET created_at = now() - interval '10 minutes', last_run_at = now() - interval '2 minutes'`)
+
+		b.runOnce(t, b.completer, Result{Succeeded: 1})
+		if n := len(b.SucceededCharges()); n != 1 {
+			t.Fatalf("want still exactly 1 charge, got %d", n)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM rides WHERE stripe_charge_id = $1`, b.SucceededCharges()[0].ID); n != 1 {
+			t.Fatal("want the ride to record the charge Stripe replayed")
+		}
 	})
 
 	t.Run("TwoCompletersFinishEachKeyOnce", func(t *testing.T) {

@@ -8,6 +8,9 @@ var (
 	// ErrParamsMismatch: the key was first used with other parameters, which is a client bug.
 	ErrParamsMismatch = errors.New("idempotency key was used with different parameters")
 
+	// ErrKeyNotFound: a ResumeOnly request found no key to resume.
+	ErrKeyNotFound = errors.New("idempotency key not found")
+
 	// ErrKeyInUse: another request holds the key's lock right now.
 	ErrKeyInUse = errors.New("idempotency key is in use by another request")
 

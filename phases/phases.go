@@ -129,6 +129,11 @@ type CreateRideRequest struct {
 	// RaiseError makes the request fail right after ride_created, to demonstrate recovery.
 	// Honoured only when Config.SimulateErrors is set; not part of the compared params.
 	RaiseError bool
+
+	// ResumeOnly makes the request work only a key that exists, and fail with ErrKeyNotFound
+	// rather than create one. The completer sets it: a key reaped between the completer finding
+	// it and running it must not come back as a new request, with a new ride and a new charge.
+	ResumeOnly bool
 }
 
 // Outcome is a finished request's stored response.

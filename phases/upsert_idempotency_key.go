@@ -28,6 +28,9 @@ func (e *Executor) upsertIdempotencyKey(ctx context.Context, req *CreateRideRequ
 
 	err = e.inSerializableTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		existing, err := models.IdempotencyKeyGetForUpdate(ctx, tx, req.User.ID, req.IdempotencyKey)
+		if errors.Is(err, models.ErrNotFound) && req.ResumeOnly {
+			return ErrKeyNotFound
+		}
 		if errors.Is(err, models.ErrNotFound) {
 			key, err = models.IdempotencyKeyInsert(ctx, tx, models.IdempotencyKeyInsertParams{
 				IdempotencyKey:       req.IdempotencyKey,
