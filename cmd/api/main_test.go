@@ -214,3 +214,18 @@ func TestRefusesToStartWithoutADatabase(t *testing.T) {
 		}
 	})
 }
+
+// TestStopWhileWaitingForTheDatabase stops the API while it still waits for its database at
+// start, as a Procfile manager stopping everything at once does: a clean exit, not a failure.
+func TestStopWhileWaitingForTheDatabase(t *testing.T) {
+	t.Parallel()
+	url := fmt.Sprintf("DATABASE_URL=postgres://postgres@127.0.0.1:%d/rocketrides?sslmode=disable&connect_timeout=1", proctest.FreePort(t))
+	api := proctest.Start(t, proctest.Build(t, "api"), []string{url, "STRIPE_API_KEY=sk_test_x"})
+	proctest.WaitOutput(t, api, "database not reachable yet", 10*time.Second)
+	if err := api.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := api.Wait(t, 5*time.Second); code != 0 {
+		t.Fatalf("want exit 0, got %d:\n%s", code, api.Output())
+	}
+}

@@ -53,14 +53,21 @@ func TestDev(t *testing.T) {
 		// The second run's ride is ride 2: the database kept the first one.
 		proctest.WaitOutput(t, p, fmt.Sprintf(`msg="Worker: sent receipt" ride_id=%d`, run), 30*time.Second)
 
-		if err := p.Signal(syscall.SIGINT); err != nil {
+		// Ctrl-C in a terminal signals the whole foreground process group.
+		if err := p.SignalGroup(syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}
 		if code := p.Wait(t, 30*time.Second); code != 0 {
 			t.Fatalf("run %d: want exit 0 after Ctrl-C, got %d\n%s", run, code, p.Output())
 		}
-		if left, _ := exec.Command("pgrep", "-f", "rocketrides-dev-bin").Output(); len(left) > 0 {
-			t.Fatalf("run %d: processes left behind: %s", run, left)
+		for _, pattern := range []string{"rocketrides-dev-bin", dataDir} {
+			if left, _ := exec.Command("pgrep", "-f", pattern).Output(); len(left) > 0 {
+				t.Fatalf("run %d: processes left behind (%s): %s", run, pattern, left)
+			}
+		}
+		// The services stopped before the database: none saw it go away.
+		if out := p.Output(); strings.Contains(out, "57P01") || strings.Contains(out, "terminating connection") {
+			t.Fatalf("run %d: the database stopped under a running service:\n%s", run, out)
 		}
 	}
 }

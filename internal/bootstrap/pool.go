@@ -52,7 +52,10 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logge
 		if err == nil {
 			return nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // stopped while waiting: not the database's fault
+		}
+		if time.Now().After(deadline) {
 			return fmt.Errorf("database not reachable after %s (is Postgres running, and DATABASE_URL right?): %w", connectWait, err)
 		}
 		logger.WarnContext(ctx, "Bootstrap: database not reachable yet, retrying", slog.String("error", err.Error()))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,12 +121,37 @@ func TestServiceAsSeparateProcesses(t *testing.T) {
 			t.Fatalf("unexpected receipt: to %v\n%s", m.To, m.Data)
 		}
 	}
-	var staged, charges int
-	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM staged_jobs), (SELECT count(DISTINCT stripe_charge_id) FROM rides)`).Scan(&staged, &charges); err != nil {
+	var staged, charged int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM staged_jobs), (SELECT count(DISTINCT stripe_charge_id) FROM rides)`).Scan(&staged, &charged); err != nil {
 		t.Fatal(err)
 	}
-	if staged != 0 || charges != rides {
-		t.Fatalf("want no staged job left and %d distinct charges, got %d staged, %d charges", rides, staged, charges)
+	if staged != 0 || charged != rides {
+		t.Fatalf("want no staged job left and %d rides charged, got %d staged, %d charged", rides, staged, charged)
+	}
+	// Stripe's side: exactly as many charges as rides, each the one its ride records.
+	var stripeState struct {
+		Charges []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"charges"`
+	}
+	resp, err := http.Get(stripeURL + "/_fakestripe/charges")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&stripeState)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stripeState.Charges) != rides {
+		t.Fatalf("want Stripe to hold %d charges, got %d", rides, len(stripeState.Charges))
+	}
+	for _, charge := range stripeState.Charges {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM rides WHERE stripe_charge_id = $1`, charge.ID).Scan(&n); err != nil || n != 1 || charge.Status != "succeeded" {
+			t.Fatalf("want charge %s (%s) recorded by exactly one ride, got %d (%v)", charge.ID, charge.Status, n, err)
+		}
 	}
 
 	for _, p := range procs {
@@ -136,6 +162,16 @@ func TestServiceAsSeparateProcesses(t *testing.T) {
 	for _, p := range procs {
 		if code := p.Wait(t, 10*time.Second); code != 0 {
 			t.Fatalf("%s exited %d after SIGTERM:\n%s", p.Name, code, p.Output())
+		}
+	}
+	// A clean stop leaves nothing locked and no job running.
+	for name, query := range map[string]string{
+		"locked keys":  `SELECT count(*) FROM idempotency_keys WHERE locked_at IS NOT NULL`,
+		"running jobs": `SELECT count(*) FROM river_job WHERE state = 'running'`,
+	} {
+		var n int
+		if err := conn.QueryRow(ctx, query).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("want no %s after SIGTERM, got %d (%v)", name, n, err)
 		}
 	}
 }

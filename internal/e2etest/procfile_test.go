@@ -44,14 +44,15 @@ func TestProcfile(t *testing.T) {
 	stripeURL := strings.TrimSpace(proctest.WaitOutput(t, stripe, "http://", 10*time.Second))
 	port := proctest.FreePort(t)
 
-	env := []string{
-		"DATABASE_URL=" + databaseURL,
-		"STRIPE_API_KEY=sk_test_procfile",
-		"STRIPE_API_URL=" + stripeURL,
-		"SMTP_URL=" + mail.URL(),
-		fmt.Sprintf("PORT=%d", port),
-		fmt.Sprintf("API_URL=http://127.0.0.1:%d", port),
-	}
+	// The environment is the README's: .env.example, pointed at this test's database, Stripe,
+	// mail server and port.
+	env := envFromExample(t, filepath.Join(root, ".env.example"), map[string]string{
+		"DATABASE_URL":   databaseURL,
+		"STRIPE_API_URL": stripeURL,
+		"SMTP_URL":       mail.URL(),
+		"PORT":           fmt.Sprint(port),
+		"API_URL":        fmt.Sprintf("http://127.0.0.1:%d", port),
+	})
 	envFile := filepath.Join(t.TempDir(), "procfile.env")
 	if err := os.WriteFile(envFile, []byte(strings.Join(env, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -108,7 +109,47 @@ func TestProcfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	fm.Wait(t, 30*time.Second)
+	if strings.Contains(fm.Output(), "SIGKILL") {
+		t.Fatalf("want every process to stop within the manager's grace period:\n%s", fm.Output())
+	}
+	for name, query := range map[string]string{
+		"locked keys":  `SELECT count(*) FROM idempotency_keys WHERE locked_at IS NOT NULL`,
+		"running jobs": `SELECT count(*) FROM river_job WHERE state = 'running'`,
+	} {
+		var n int
+		if err := conn.QueryRow(ctx, query).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("want no %s after a clean stop, got %d (%v)", name, n, err)
+		}
+	}
 	if leftover, _ := exec.Command("pgrep", "-f", filepath.Join(root, ".data", "bin")).Output(); len(strings.TrimSpace(string(leftover))) > 0 {
 		t.Fatalf("processes left behind after the manager stopped: %s", leftover)
 	}
+}
+
+// envFromExample reads a KEY=VALUE file such as .env.example and overrides some of its values.
+func envFromExample(t *testing.T, path string, overrides map[string]string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		key, value, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || strings.HasPrefix(key, "#") {
+			continue
+		}
+		if v, ok := overrides[key]; ok {
+			value = v
+		}
+		seen[key] = true
+		env = append(env, key+"="+value)
+	}
+	for key, value := range overrides {
+		if !seen[key] {
+			env = append(env, key+"="+value)
+		}
+	}
+	return env
 }

@@ -50,7 +50,9 @@ func (o owner) chown(path string) error {
 
 // sysProcAttr runs a child as the owner, and kills it if we die first: a test binary that panics
 // or times out must not leave a server behind. Go sets the parent-death signal after changing
-// credentials, so it survives the change of user.
+// credentials, so it survives the change of user. The child gets a process group of its own, so
+// that a Ctrl-C in the terminal reaches only us: we stop the server ourselves, after everything
+// that uses it.
 func (o owner) sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Credential: o.credential, Pdeathsig: syscall.SIGKILL}
+	return &syscall.SysProcAttr{Credential: o.credential, Pdeathsig: syscall.SIGKILL, Setpgid: true}
 }

@@ -81,7 +81,8 @@ func StartIn(t testing.TB, dir, path string, env []string, args ...string) *Proc
 	p.cmd.Stdout = p.out
 	p.cmd.Stderr = p.out
 	// Kill the child if the test binary dies, so that no process outlives a crashed test.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Its own process group lets a test signal the whole group, as a terminal's Ctrl-C does.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("error starting %s: %s", p.Name, err)
 	}
@@ -103,6 +104,10 @@ func (p *Process) Output() string { return p.out.String() }
 
 // Signal sends sig to the process.
 func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// SignalGroup sends sig to the process's whole process group, as a terminal's Ctrl-C does to
+// the foreground job.
+func (p *Process) SignalGroup(sig syscall.Signal) error { return syscall.Kill(-p.cmd.Process.Pid, sig) }
 
 // Kill ends the process at once, as a crash would, and waits for it.
 func (p *Process) Kill() {

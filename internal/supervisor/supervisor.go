@@ -91,7 +91,9 @@ func (s *Supervisor) command(name string, env []string, args ...string) *exec.Cm
 	cmd := exec.Command(filepath.Join(s.binDir, name), args...)
 	cmd.Env = append(os.Environ(), env...)
 	// Kill the child if the supervising process dies, so that nothing is left behind even then.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A process group of its own keeps a terminal's Ctrl-C from reaching it directly: the
+	// supervisor stops the children itself, in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	return cmd
 }
 
