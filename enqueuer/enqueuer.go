@@ -8,6 +8,12 @@
 // A trigger on staged_jobs (migration 00003) notifies NotifyChannel on every insert, which wakes
 // a started Enqueuer at once; polling every Config.PollInterval covers notifications missed while
 // the listening connection was down.
+//
+// Two kinds of staged rows stay behind. Rows of a job name the enqueuer does not know
+// (Config.JobNames) are left untouched, for a release that knows them. Rows that River can never
+// take are set aside: marked failed in staged_jobs, kept until a person deals with them (see
+// failure.go for how to find them). The enqueuer logs each job it sets aside, and now and then
+// how many rows of either kind are left (see reportStranded).
 package enqueuer
 
 import (
@@ -32,7 +38,8 @@ const NotifyChannel = "staged_jobs"
 
 // DecodeFunc turns a staged job into the River job to insert for it. The enqueuer knows no job
 // kinds; the package that works the jobs does, and supplies this (workers.DecodeStagedJob).
-// opts may be nil. An error sets the staged job aside (see RunOnce) rather than failing the batch.
+// opts may be nil. An error sets the staged job aside (see RunOnce) rather than failing the batch:
+// a staged job that does not decode now never will.
 type DecodeFunc func(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error)
 
 // Config tunes an Enqueuer. The zero value of each field means its default.
@@ -45,6 +52,13 @@ type Config struct {
 	// PollInterval is how long a started Enqueuer sleeps when no notification wakes it, the
 	// fallback for a notification missed while its listening connection was down. Default 1 s.
 	PollInterval time.Duration
+
+	// JobNames are the staged job names that the DecodeFunc knows (workers.StagedJobNames()).
+	// Required. The enqueuer takes only staged jobs of these names and leaves any other row
+	// staged and untouched: during a rolling deploy a newer API may stage a job that this
+	// release has no worker for, and that job must wait for the newer enqueuer rather than be
+	// set aside as broken.
+	JobNames []string
 }
 
 func (c Config) withDefaults() Config {
@@ -63,8 +77,8 @@ type Result struct {
 	// duplicates of a unique job it already had: those were handed over too, and River kept one.
 	Enqueued int `json:"enqueued"`
 
-	// Failed is how many staged jobs could not be decoded or inserted, and were set aside in
-	// River as cancelled jobs for a human to look at.
+	// Failed is how many staged jobs River will never take (they do not decode, or River
+	// refuses them), and were set aside: marked failed in staged_jobs for a person to look at.
 	Failed int `json:"failed"`
 }
 
@@ -79,15 +93,21 @@ type Enqueuer struct {
 	wake chan struct{} // a staged job arrived; buffered, so that a wake-up is never lost
 	loop *maintenance.Loop
 
+	reportMu         sync.Mutex
+	nextStrandedScan time.Time // when reportStranded next counts; zero: at the next pass
+
 	mu           sync.Mutex
 	cancel       context.CancelFunc // ends the listener and the loop
 	listenerDone chan struct{}
 }
 
 // New returns an Enqueuer that inserts through riverClient, which should be insert-only (no
-// Workers): a client with Workers refuses kinds it has no worker for, and with them the jobs the
-// enqueuer sets aside.
-func New(pool *pgxpool.Pool, riverClient *river.Client[pgx.Tx], decode DecodeFunc, logger *slog.Logger, config Config) *Enqueuer {
+// Workers): a client with Workers refuses kinds it has no worker for, and the enqueuer would set
+// the jobs of those kinds aside.
+func New(pool *pgxpool.Pool, riverClient *river.Client[pgx.Tx], decode DecodeFunc, logger *slog.Logger, config Config) (*Enqueuer, error) {
+	if decode == nil || len(config.JobNames) == 0 {
+		return nil, errors.New("an enqueuer needs a DecodeFunc and the job names it knows")
+	}
 	config = config.withDefaults()
 	e := &Enqueuer{
 		pool:        pool,
@@ -110,7 +130,7 @@ func New(pool *pgxpool.Pool, riverClient *river.Client[pgx.Tx], decode DecodeFun
 		Wake:     e.wake,
 		Logger:   logger,
 	}
-	return e
+	return e, nil
 }
 
 // Start listens on NotifyChannel and drains staged jobs in the background until ctx ends or Stop
@@ -149,16 +169,16 @@ func (e *Enqueuer) Stop() {
 }
 
 // RunOnce hands over one batch of staged jobs, oldest first, in one transaction: it locks up to
-// BatchSize staged rows that no other enqueuer holds, inserts their jobs into River, deletes
-// exactly those rows, and commits. Should anything fail, the transaction rolls back and every
-// row stays staged for the next pass.
+// BatchSize staged rows of the known job names that no other enqueuer holds, inserts their jobs
+// into River, deletes exactly those rows, and commits. Should anything fail, the transaction
+// rolls back and every row stays staged for the next pass.
 //
-// A staged job that cannot become a River job (the DecodeFunc fails, or River refuses what it
+// A staged job that River will never take (the DecodeFunc fails, or River refuses what it
 // returned) would stay first in line and, given enough of them, block every job behind it. It is
-// set aside instead: inserted into River as a cancelled job of kind job_name with its raw
-// arguments, tagged "enqueuer_failed" and carrying the error in its metadata, and logged. River
-// never works it, a human can see it (and retry it once the cause is fixed), and River's job
-// cleaner removes it after the client's CancelledJobRetentionPeriod (24 h by default).
+// set aside instead, in the same transaction: marked failed in staged_jobs with the error, and
+// logged. No enqueuer takes it again until a person clears the mark (see failure.go). Only such
+// lasting refusals set a job aside; an error that may pass, such as a timeout or a lost
+// connection, fails the whole batch (see jobsOwnFault).
 func (e *Enqueuer) RunOnce(ctx context.Context) (*Result, error) {
 	res, setAside, err := e.runOnce(ctx)
 	if err != nil {
@@ -166,14 +186,15 @@ func (e *Enqueuer) RunOnce(ctx context.Context) (*Result, error) {
 	}
 	// Logged once committed, so that a rolled-back batch reports nothing it did not do.
 	for _, f := range setAside {
-		e.logger.ErrorContext(ctx, "Enqueuer: set aside a staged job River could not take",
+		e.logger.ErrorContext(ctx, "Enqueuer: set aside a staged job River will not take; it stays in staged_jobs marked failed",
 			slog.Int64("staged_job_id", f.stagedJob.ID), slog.String("job_name", f.stagedJob.JobName),
-			slog.Int64("river_job_id", f.riverJobID), slog.String("error", f.err.Error()))
+			slog.String("error", f.err.Error()))
 	}
 	if res.Enqueued > 0 || res.Failed > 0 {
 		e.logger.InfoContext(ctx, "Enqueuer: enqueued jobs",
 			slog.Int("num_enqueued", res.Enqueued), slog.Int("num_failed", res.Failed))
 	}
+	e.reportStranded(ctx)
 	return res, nil
 }
 
@@ -184,7 +205,7 @@ func (e *Enqueuer) runOnce(ctx context.Context) (*Result, []*failure, error) {
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // A no-op once committed.
 
-	stagedJobs, err := models.StagedJobLockBatch(ctx, tx, e.config.BatchSize)
+	stagedJobs, err := models.StagedJobLockBatch(ctx, tx, e.config.JobNames, e.config.BatchSize)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -196,15 +217,19 @@ func (e *Enqueuer) runOnce(ctx context.Context) (*Result, []*failure, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	setAside := make(map[int64]bool, len(failures))
 	for _, f := range failures {
-		if err := e.setAside(ctx, tx, f); err != nil {
+		if err := models.StagedJobMarkFailed(ctx, tx, f.stagedJob.ID, f.err.Error()); err != nil {
 			return nil, nil, err
 		}
+		setAside[f.stagedJob.ID] = true
 	}
 
-	ids := make([]int64, len(stagedJobs))
-	for i, j := range stagedJobs {
-		ids[i] = j.ID
+	ids := make([]int64, 0, len(stagedJobs)-len(failures))
+	for _, j := range stagedJobs {
+		if !setAside[j.ID] {
+			ids = append(ids, j.ID)
+		}
 	}
 	deleted, err := models.StagedJobDeleteByIDs(ctx, tx, ids)
 	if err != nil {
@@ -212,11 +237,11 @@ func (e *Enqueuer) runOnce(ctx context.Context) (*Result, []*failure, error) {
 	}
 	// Rows locked FOR UPDATE cannot vanish under us; if they did, committing could double a job.
 	if deleted != int64(len(ids)) {
-		return nil, nil, fmt.Errorf("bug: deleted %d staged jobs of the %d locked", deleted, len(ids))
+		return nil, nil, fmt.Errorf("bug: deleted %d staged jobs of the %d enqueued", deleted, len(ids))
 	}
 
 	if err := tx.Commit(ctx); err != nil {
 		return nil, nil, fmt.Errorf("error committing: %w", err)
 	}
-	return &Result{Enqueued: len(stagedJobs) - len(failures), Failed: len(failures)}, failures, nil
+	return &Result{Enqueued: len(ids), Failed: len(failures)}, failures, nil
 }

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/riverqueue/river"
 
@@ -135,68 +138,149 @@ func TestRunOnce(t *testing.T) {
 			return enqueuer.DecodeRaw(jobName, args)
 		}
 		// Batches of 2, so that the first is all poison: it must not hold up the jobs behind it.
-		e := b.enqueuer(t, decode, enqueuer.Config{BatchSize: 2})
+		e := b.enqueuer(t, decode, enqueuer.Config{BatchSize: 2, JobNames: []string{testJobName, "poison"}})
 		for i, name := range []string{"poison", "poison", testJobName, "poison"} {
 			b.stage(t, name, map[string]int{"n": i + 1})
 		}
 
 		runOnce(t, e, enqueuer.Result{Failed: 2})
 		runOnce(t, e, enqueuer.Result{Enqueued: 1, Failed: 1})
-		runOnce(t, e, enqueuer.Result{})
+		runOnce(t, e, enqueuer.Result{}) // the set-aside jobs are not taken again
 
 		jobs := b.riverJobs(t)
-		if len(jobs) != 4 {
-			t.Fatalf("want 4 River jobs, got %+v", jobs)
+		if len(jobs) != 1 || jobs[0].Kind != testJobName || jobs[0].State != "available" || string(jobs[0].Args) != `{"n": 3}` {
+			t.Fatalf("want only the decodable job in River, available, got %+v", jobs)
 		}
-		for i, j := range jobs {
-			if j.Kind == testJobName {
-				if j.State != "available" || len(j.Tags) != 0 {
-					t.Errorf("want the decodable job available and untagged, got %+v", j)
-				}
-				continue
-			}
-			// Set aside: never worked, but kept with its arguments and the reason.
-			if j.Kind != "poison" || j.State != "cancelled" || len(j.Tags) != 1 || j.Tags[0] != enqueuer.FailedTag ||
-				string(j.Args) != fmt.Sprintf(`{"n": %d}`, i+1) {
-				t.Errorf("want poison job %d cancelled and tagged, got %+v", i+1, j)
-			}
-			if msg, _ := j.Metadata["enqueuer_error"].(string); !strings.Contains(msg, "no such job") {
-				t.Errorf("want the decode error in the metadata, got %v", j.Metadata)
+		// Set aside: kept in staged_jobs with their arguments and the reason, for a person.
+		staged := b.stagedRows(t)
+		if len(staged) != 3 {
+			t.Fatalf("want the 3 poison jobs kept, got %+v", staged)
+		}
+		for i, j := range staged {
+			if j.JobName != "poison" || !j.Failed || j.LastError == nil || !strings.Contains(*j.LastError, "no such job") {
+				t.Errorf("want poison job %d marked failed with the decode error, got %+v", i, j)
 			}
 		}
-		if n := b.count(t, "staged_jobs"); n != 0 {
-			t.Errorf("want no staged jobs left, got %d", n)
+		if want := []string{`{"n": 1}`, `{"n": 2}`, `{"n": 4}`}; staged[0].JobArgs != want[0] || staged[1].JobArgs != want[1] || staged[2].JobArgs != want[2] {
+			t.Errorf("want the arguments kept as staged, got %+v", staged)
+		}
+		if lines := b.logs.lines("Enqueuer: set aside a staged job"); len(lines) != 3 {
+			t.Errorf("want each set-aside job logged, got %q", lines)
 		}
 	})
 
 	t.Run("SetsAsideJobRiverRefuses", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		decode := func(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
-			var a struct{ N int }
-			if err := json.Unmarshal(args, &a); err != nil {
-				return nil, nil, err
-			}
-			if a.N == 2 {
-				return enqueuer.RawJobArgs{JobKind: jobName, Args: args}, &river.InsertOpts{Priority: 9}, nil
-			}
-			return enqueuer.DecodeRaw(jobName, args)
-		}
-		e := b.enqueuer(t, decode, enqueuer.Config{})
+		e := b.enqueuer(t, decodeWithPriority9For(2), enqueuer.Config{})
 		b.stageMany(t, 3)
 
 		runOnce(t, e, enqueuer.Result{Enqueued: 2, Failed: 1})
 
-		states := map[string]string{}
+		var args []string
 		for _, j := range b.riverJobs(t) {
-			states[string(j.Args)] = j.State
+			args = append(args, string(j.Args))
 		}
-		want := map[string]string{`{"n": 1}`: "available", `{"n": 2}`: "cancelled", `{"n": 3}`: "available"}
-		if fmt.Sprint(states) != fmt.Sprint(want) {
-			t.Errorf("want River jobs %v, got %v", want, states)
+		if fmt.Sprint(args) != `[{"n": 1} {"n": 3}]` {
+			t.Errorf("want jobs 1 and 3 in River, got %v", args)
+		}
+		staged := b.stagedRows(t)
+		if len(staged) != 1 || staged[0].JobArgs != `{"n": 2}` || !staged[0].Failed || !strings.Contains(*staged[0].LastError, "priority") {
+			t.Errorf("want job 2 kept, marked failed with River's reason, got %+v", staged)
 		}
 	})
 
+	// A set-aside job is a receipt nobody has sent: nothing may delete it behind a person's
+	// back, and clearing its mark hands it back to the enqueuer.
+	t.Run("KeepsSetAsideJobUntilAPersonClearsIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		broken := true
+		decode := func(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
+			if broken {
+				// Long, and with a NUL: last_error must still fit its column.
+				return nil, nil, errors.New("bad\x00 args: " + strings.Repeat("é", 3000))
+			}
+			return enqueuer.DecodeRaw(jobName, args)
+		}
+		e := b.enqueuer(t, decode, enqueuer.Config{})
+		b.stageMany(t, 1)
+
+		runOnce(t, e, enqueuer.Result{Failed: 1})
+		for range 3 {
+			runOnce(t, e, enqueuer.Result{})
+		}
+		staged := b.stagedRows(t)
+		if len(staged) != 1 || !staged[0].Failed || !strings.HasPrefix(*staged[0].LastError, "error decoding staged job: bad args: éé") ||
+			utf8.RuneCountInString(*staged[0].LastError) != 2000 {
+			t.Fatalf("want the job kept with its error cut to 2000 characters, got %+v", staged)
+		}
+
+		broken = false
+		if _, err := b.pool.Exec(t.Context(), `UPDATE staged_jobs SET failed_at = NULL, last_error = NULL`); err != nil {
+			t.Fatal(err)
+		}
+		runOnce(t, e, enqueuer.Result{Enqueued: 1})
+		if n := b.count(t, "staged_jobs"); n != 0 {
+			t.Fatalf("want the job enqueued and gone from staged_jobs, %d left", n)
+		}
+	})
+
+	// A rolling deploy: a newer API stages a job this enqueuer has no worker for. The job waits,
+	// untouched, for an enqueuer that knows it, and does not hold up the jobs behind it.
+	t.Run("LeavesJobsOfUnknownNamesStaged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// As workers.DecodeStagedJob: it knows its own jobs only.
+		decode := func(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
+			if jobName != testJobName {
+				return nil, nil, fmt.Errorf("unknown job name %q", jobName)
+			}
+			return enqueuer.DecodeRaw(jobName, args)
+		}
+		older := b.enqueuer(t, decode, enqueuer.Config{BatchSize: 2, JobNames: []string{testJobName}})
+		for i, name := range []string{"newer_job", "newer_job", "newer_job", testJobName, testJobName} {
+			b.stage(t, name, map[string]int{"n": i + 1})
+		}
+
+		runOnce(t, older, enqueuer.Result{Enqueued: 2})
+		runOnce(t, older, enqueuer.Result{})
+
+		staged := b.stagedRows(t)
+		if len(staged) != 3 {
+			t.Fatalf("want the 3 newer jobs still staged, got %+v", staged)
+		}
+		for _, j := range staged {
+			if j.JobName != "newer_job" || j.Failed || j.LastError != nil {
+				t.Errorf("want the newer job untouched, got %+v", j)
+			}
+		}
+		// Warned about once, with the count, not at every pass.
+		lines := b.logs.lines("job names this release does not know")
+		if len(lines) != 1 || !strings.Contains(lines[0], "num_unknown=3") {
+			t.Errorf("want one warning counting 3 jobs, got %q", lines)
+		}
+
+		newer := b.enqueuer(t, enqueuer.DecodeRaw, enqueuer.Config{JobNames: []string{testJobName, "newer_job"}})
+		runOnce(t, newer, enqueuer.Result{Enqueued: 3})
+		if n := b.count(t, "river_job"); n != 5 {
+			t.Fatalf("want all 5 jobs in River, got %d", n)
+		}
+	})
+
+	t.Run("RemindsOfSetAsideJobs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.stageMany(t, 1)
+		runOnce(t, b.enqueuer(t, decodeWithPriority9For(1), enqueuer.Config{}), enqueuer.Result{Failed: 1})
+
+		// A later process, say after a restart, reminds at its first pass too.
+		runOnce(t, b.enqueuer(t, enqueuer.DecodeRaw, enqueuer.Config{}), enqueuer.Result{})
+		lines := b.logs.lines("set aside as failed wait for a person")
+		if len(lines) != 2 || !strings.Contains(lines[1], "num_failed=1") || !strings.Contains(lines[1], "failed_at IS NOT NULL") {
+			t.Errorf("want a reminder from each enqueuer, counting the job and saying how to list it, got %q", lines)
+		}
+	})
 	// River fails a whole InsertMany when two of its jobs share a unique key; the enqueuer must
 	// neither block on such a batch nor set the duplicate aside.
 	t.Run("MergesUniqueDuplicatesInOneBatch", func(t *testing.T) {
@@ -248,6 +332,83 @@ func TestRunOnce(t *testing.T) {
 		}
 		runOnce(t, e, enqueuer.Result{Enqueued: 3})
 	})
+
+	// An error that may pass must never set a valid job aside, even among jobs inserted one at a
+	// time: the batch rolls back, and the next pass enqueues the job. Job 1 has an invalid
+	// priority, which sends the batch down the one-at-a-time path; River's table then fails
+	// once, for job 2, as a busy or restarting database does.
+	for _, tt := range []struct {
+		name  string
+		fault string // PL/pgSQL that fails an insert
+	}{
+		{"StatementTimeout", `RAISE EXCEPTION 'canceling statement due to statement timeout' USING ERRCODE = '57014'`},
+		{"LockTimeout", `RAISE EXCEPTION 'canceling statement due to lock timeout' USING ERRCODE = '55P03'`},
+		{"Deadlock", `RAISE EXCEPTION 'deadlock detected' USING ERRCODE = '40P01'`},
+		{"SerializationFailure", `RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001'`},
+		{"DiskFull", `RAISE EXCEPTION 'could not extend file' USING ERRCODE = '53100'`},
+		{"ConnectionFailure", `RAISE EXCEPTION 'connection failure' USING ERRCODE = '08006'`},
+		{"ConnectionLost", `PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(10)`},
+	} {
+		t.Run("FailsTheBatchOnPassing"+tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			e := b.enqueuer(t, decodeWithPriority9For(1), enqueuer.Config{})
+			b.stageMany(t, 3)
+			// A sequence counts the inserts of job 2, as it is not rolled back with them.
+			_, err := b.pool.Exec(t.Context(), `
+				CREATE SEQUENCE fault_fires;
+				CREATE FUNCTION fault() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN
+					IF NEW.args->>'n' = '2' AND nextval('fault_fires') = 1 THEN `+tt.fault+`; END IF;
+					RETURN NEW;
+				END $$;
+				CREATE TRIGGER fault BEFORE INSERT ON river_job FOR EACH ROW EXECUTE FUNCTION fault()`)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			if res, err := e.RunOnce(t.Context()); err == nil {
+				t.Fatalf("want the batch failed, got %+v", res)
+			}
+			if staged := b.stagedRows(t); len(staged) != 3 || staged[0].Failed || staged[1].Failed || staged[2].Failed {
+				t.Fatalf("want the 3 jobs still staged and none set aside, got %+v", staged)
+			}
+			if n := b.count(t, "river_job"); n != 0 {
+				t.Fatalf("want no River jobs, got %d", n)
+			}
+
+			// The trouble has passed: job 2 goes, and only job 1, which River refuses, stays.
+			runOnce(t, e, enqueuer.Result{Enqueued: 2, Failed: 1})
+			if staged := b.stagedRows(t); len(staged) != 1 || staged[0].JobArgs != `{"n": 1}` || !staged[0].Failed {
+				t.Fatalf("want only job 1 set aside, got %+v", staged)
+			}
+		})
+	}
+}
+
+// decodeWithPriority9For decodes staged jobs as DecodeRaw does, but gives the job with args
+// {"n": n} a priority River refuses.
+func decodeWithPriority9For(n int) enqueuer.DecodeFunc {
+	return func(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
+		var a struct{ N int }
+		if err := json.Unmarshal(args, &a); err != nil {
+			return nil, nil, err
+		}
+		if a.N == n {
+			return enqueuer.RawJobArgs{JobKind: jobName, Args: args}, &river.InsertOpts{Priority: 9}, nil
+		}
+		return enqueuer.DecodeRaw(jobName, args)
+	}
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for name, config := range map[string]enqueuer.Config{"NoJobNames": {}, "EmptyJobNames": {JobNames: []string{}}} {
+		if e, err := enqueuer.New(b.pool, b.riverClient, enqueuer.DecodeRaw, b.logger, config); err == nil || e != nil {
+			t.Errorf("%s: want an error and no enqueuer, got %v, %v", name, e, err)
+		}
+	}
 }
 
 func TestRunOnceConcurrently(t *testing.T) {
@@ -255,9 +416,31 @@ func TestRunOnceConcurrently(t *testing.T) {
 	b := setup(t)
 	const numJobs = 5000
 	b.stageMany(t, numJobs)
+
+	// Each enqueuer waits, in its first batch, until the other holds a batch too: run one after
+	// the other, they would time out here. Both then hold 1000 locked rows at once, which
+	// SKIP LOCKED must keep apart.
+	var inFirstBatch atomic.Int32
+	bothInFirstBatch := make(chan struct{})
+	decode := func(i int) enqueuer.DecodeFunc {
+		var once sync.Once
+		return func(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
+			once.Do(func() {
+				if inFirstBatch.Add(1) == 2 {
+					close(bothInFirstBatch)
+				}
+				select {
+				case <-bothInFirstBatch:
+				case <-time.After(30 * time.Second):
+					t.Errorf("enqueuer %d: the other enqueuer held no batch while this one did", i)
+				}
+			})
+			return enqueuer.DecodeRaw(jobName, args)
+		}
+	}
 	enqueuers := []*enqueuer.Enqueuer{
-		b.enqueuer(t, enqueuer.DecodeRaw, enqueuer.Config{}),
-		b.enqueuer(t, enqueuer.DecodeRaw, enqueuer.Config{}),
+		b.enqueuer(t, decode(0), enqueuer.Config{}),
+		b.enqueuer(t, decode(1), enqueuer.Config{}),
 	}
 
 	// Each drains until it finds nothing it can take. The last batch to commit is followed by
@@ -285,6 +468,9 @@ func TestRunOnceConcurrently(t *testing.T) {
 	wg.Wait()
 	t.Logf("enqueued per enqueuer: %v", enqueued)
 
+	if enqueued[0] < 1000 || enqueued[1] < 1000 {
+		t.Errorf("want each enqueuer to have enqueued at least its first batch of 1000, got %v", enqueued)
+	}
 	if sum := enqueued[0] + enqueued[1]; sum != numJobs {
 		t.Errorf("the enqueuers report %d jobs enqueued, want %d", sum, numJobs)
 	}

@@ -1,55 +1,31 @@
 package enqueuer
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// FailedTag tags the River jobs of staged jobs that the enqueuer set aside, so that an operator
-// can list them: SELECT * FROM river_job WHERE 'enqueuer_failed' = ANY(tags).
-const FailedTag = "enqueuer_failed"
-
-// failure is a staged job that River did not take, and why.
+// failure is a staged job that River will never take, and why. RunOnce sets it aside: the row
+// stays in staged_jobs with failed_at and last_error set (migration 00005), in the transaction
+// that enqueues the rest of its batch, and every enqueuer skips it from then on.
+//
+// The row stays until a person deals with it; nothing deletes it, as it may be a receipt that a
+// rider is owed. Besides the log line of RunOnce at the time and the reminders of
+// reportStranded, an operator finds such rows with
+//
+//	SELECT id, created_at, job_name, job_args, failed_at, last_error
+//	FROM staged_jobs WHERE failed_at IS NOT NULL ORDER BY id;
+//
+// and, once the cause is fixed (a worker for the job name deployed, the arguments corrected),
+// hands one back to the enqueuer, which takes it at its next poll, with
+//
+//	UPDATE staged_jobs SET failed_at = NULL, last_error = NULL WHERE id = ...;
+//
+// or deletes it if the job is not wanted any more.
+//
+// Why not in River, as a cancelled job? River's job cleaner deletes cancelled jobs after a day
+// (CancelledJobRetentionPeriod), so a job that could not be enqueued on a Friday night would be
+// gone, without a trace, by Monday. staged_jobs is ours, and keeps what it is given.
 type failure struct {
-	stagedJob  *models.StagedJob
-	err        error
-	riverJobID int64 // once set aside
-}
-
-// failureMetadata is what a set-aside job carries in its River metadata.
-type failureMetadata struct {
-	StagedJobID int64     `json:"staged_job_id"`
-	StagedAt    time.Time `json:"staged_at"`
-	Error       string    `json:"enqueuer_error"`
-}
-
-// setAside records f's staged job in River as a cancelled job, in tx, so that it leaves the
-// staging table without being lost or worked. See RunOnce for why.
-func (e *Enqueuer) setAside(ctx context.Context, tx pgx.Tx, f *failure) error {
-	metadata, err := json.Marshal(failureMetadata{
-		StagedJobID: f.stagedJob.ID,
-		StagedAt:    f.stagedJob.CreatedAt,
-		Error:       f.err.Error(),
-	})
-	if err != nil {
-		return fmt.Errorf("error encoding metadata of staged job %d: %w", f.stagedJob.ID, err)
-	}
-	res, err := e.riverClient.InsertTx(ctx, tx, RawJobArgs{JobKind: f.stagedJob.JobName, Args: f.stagedJob.JobArgs},
-		&river.InsertOpts{Metadata: metadata, Tags: []string{FailedTag}})
-	if err != nil {
-		return fmt.Errorf("error setting aside staged job %d: %w", f.stagedJob.ID, err)
-	}
-	// Cancelled before anyone can see it: the transaction has not committed.
-	if _, err := e.riverClient.JobCancelTx(ctx, tx, res.Job.ID); err != nil {
-		return fmt.Errorf("error cancelling set-aside job %d: %w", res.Job.ID, err)
-	}
-	f.riverJobID = res.Job.ID
-	return nil
+	stagedJob *models.StagedJob
+	err       error
 }

@@ -12,8 +12,9 @@ import (
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// insert inserts the jobs of stagedJobs into River in tx, and returns the staged jobs it could
-// not: those that do not decode, and those River refuses.
+// insert inserts the jobs of stagedJobs into River in tx, and returns the staged jobs that River
+// will never take: those that do not decode, and those that River refuses for what they are
+// (see jobsOwnFault). Any other error is returned, and the batch fails with it.
 func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, stagedJobs []*models.StagedJob) ([]*failure, error) {
 	var failures []*failure
 	params := make([]river.InsertManyParams, 0, len(stagedJobs))
@@ -34,9 +35,19 @@ func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, stagedJobs []*models.S
 		return failures, nil // River refuses an empty batch.
 	}
 
-	err := e.insertInSavepoint(ctx, tx, params)
-	if err == nil || ctx.Err() != nil {
-		return failures, err
+	insertErr, txErr := e.insertInSavepoint(ctx, tx, params)
+	if txErr != nil {
+		return nil, txErr
+	}
+	if insertErr == nil {
+		return failures, nil
+	}
+	ownFault := jobsOwnFault(tx, insertErr)
+	if len(params) == 1 && ownFault {
+		return append(failures, &failure{stagedJob: decoded[0], err: insertErr}), nil
+	}
+	if len(params) == 1 || !ownFault && !isUniqueDuplicateInBatch(insertErr) {
+		return nil, insertErr // it may pass: the batch is tried again whole at the next pass
 	}
 
 	// River inserts a batch in one statement, which fails whole for a single job River refuses
@@ -46,32 +57,40 @@ func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, stagedJobs []*models.S
 	// jobs staged after it. One job per statement isolates the refused ones, and lets River skip
 	// the second of two duplicates as it would across batches.
 	e.logger.WarnContext(ctx, "Enqueuer: batch insert failed, inserting jobs one at a time",
-		slog.Int("num_jobs", len(params)), slog.String("error", err.Error()))
+		slog.Int("num_jobs", len(params)), slog.String("error", insertErr.Error()))
 	for i := range params {
-		if err := e.insertInSavepoint(ctx, tx, params[i:i+1]); err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			failures = append(failures, &failure{stagedJob: decoded[i], err: err})
+		insertErr, txErr := e.insertInSavepoint(ctx, tx, params[i:i+1])
+		if txErr != nil {
+			return nil, txErr
 		}
+		if insertErr == nil {
+			continue
+		}
+		if !jobsOwnFault(tx, insertErr) {
+			return nil, fmt.Errorf("error inserting staged job %d: %w", decoded[i].ID, insertErr)
+		}
+		failures = append(failures, &failure{stagedJob: decoded[i], err: insertErr})
 	}
 	return failures, nil
 }
 
 // insertInSavepoint inserts params into River in a savepoint of tx, so that a failed insert
-// leaves tx usable for the next attempt.
-func (e *Enqueuer) insertInSavepoint(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) error {
+// leaves tx usable for the next attempt. insertErr is the insert's error, for the caller to
+// judge; txErr says that the savepoint itself failed, which leaves tx unusable.
+func (e *Enqueuer) insertInSavepoint(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) (insertErr, txErr error) {
 	savepoint, err := tx.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("error creating savepoint: %w", err)
+		return nil, fmt.Errorf("error creating savepoint: %w", err)
 	}
 	if _, err := e.riverClient.InsertManyTx(ctx, savepoint, params); err != nil {
-		// Should the rollback fail too, tx is unusable and its next statement says so.
-		_ = savepoint.Rollback(ctx)
-		return fmt.Errorf("error inserting jobs into River: %w", err)
+		insertErr = fmt.Errorf("error inserting jobs into River: %w", err)
+		if rbErr := savepoint.Rollback(ctx); rbErr != nil {
+			return nil, fmt.Errorf("%w, and then error rolling back to savepoint: %w", insertErr, rbErr)
+		}
+		return insertErr, nil
 	}
 	if err := savepoint.Commit(ctx); err != nil {
-		return fmt.Errorf("error releasing savepoint: %w", err)
+		return nil, fmt.Errorf("error releasing savepoint: %w", err)
 	}
-	return nil
+	return nil, nil
 }

@@ -1,8 +1,12 @@
 package enqueuer_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 	"github.com/rocketrides/rocketrides/enqueuer"
 	"github.com/rocketrides/rocketrides/internal/dbtest"
 	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/phases"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -25,25 +30,62 @@ type testBundle struct {
 	pool        *pgxpool.Pool
 	riverClient *river.Client[pgx.Tx]
 	logger      *slog.Logger
+	logs        *logBuffer // what logger wrote, for the tests that check a log line
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
-	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	logs := &logBuffer{}
+	logger := slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), logs), nil))
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
 	if err != nil {
 		t.Fatalf("error creating River client: %s", err)
 	}
-	return &testBundle{pool: pool, riverClient: riverClient, logger: logger}
+	return &testBundle{pool: pool, riverClient: riverClient, logger: logger, logs: logs}
 }
 
-// enqueuer returns an enqueuer on the bundle's database, stopped when the test ends.
+// testJobNames are the job names an enqueuer of the tests knows unless the test says otherwise.
+var testJobNames = []string{testJobName, phases.ReceiptJobName}
+
+// enqueuer returns an enqueuer on the bundle's database, stopped when the test ends. It knows
+// testJobNames unless config names others.
 func (b *testBundle) enqueuer(t *testing.T, decode enqueuer.DecodeFunc, config enqueuer.Config) *enqueuer.Enqueuer {
 	t.Helper()
-	e := enqueuer.New(b.pool, b.riverClient, decode, b.logger, config)
+	if config.JobNames == nil {
+		config.JobNames = testJobNames
+	}
+	e, err := enqueuer.New(b.pool, b.riverClient, decode, b.logger, config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(e.Stop)
 	return e
+}
+
+// logBuffer collects log output written from several goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// lines returns the lines logged so far that contain substr.
+func (l *logBuffer) lines(substr string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for line := range strings.Lines(l.buf.String()) {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // runOnce runs one pass and checks what it reports.
@@ -90,6 +132,26 @@ func (b *testBundle) count(t *testing.T, table string) int {
 		t.Fatalf("error counting %s: %s", table, err)
 	}
 	return n
+}
+
+// stagedRow is a row of staged_jobs, as far as the tests look at it.
+type stagedRow struct {
+	JobName   string
+	JobArgs   string
+	Failed    bool
+	LastError *string
+}
+
+// stagedRows lists the staged jobs, failed or not, in staged order.
+func (b *testBundle) stagedRows(t *testing.T) []stagedRow {
+	t.Helper()
+	rows, _ := b.pool.Query(t.Context(), `
+		SELECT job_name, job_args::text, failed_at IS NOT NULL, last_error FROM staged_jobs ORDER BY id`)
+	staged, err := pgx.CollectRows(rows, pgx.RowToStructByPos[stagedRow])
+	if err != nil {
+		t.Fatalf("error listing staged jobs: %s", err)
+	}
+	return staged
 }
 
 // riverJob is a row of River's job table, as far as the tests look at it.

@@ -9,8 +9,7 @@ import (
 )
 
 // RawJobArgs is a River job of any kind with its arguments as JSON, for handing a staged job to
-// River without knowing its Go type. The enqueuer sets aside undecodable staged jobs with it, and
-// DecodeRaw uses it for every job.
+// River without knowing its Go type. DecodeRaw uses it for every job.
 type RawJobArgs struct {
 	// JobKind is the River kind, the staged job's job_name.
 	JobKind string

@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // StagedJob is a background job waiting for its transaction to commit. Workers never see this
-// table; the enqueuer moves committed rows into the job queue.
+// table; the enqueuer moves committed rows into the job queue, and leaves here, marked failed,
+// those the queue would not take.
 type StagedJob struct {
 	ID        int64
 	CreatedAt time.Time
@@ -34,16 +36,21 @@ func StagedJobInsert(ctx context.Context, db DBTX, name string, args json.RawMes
 }
 
 // StagedJobLockBatch locks up to limit staged jobs, oldest first, for the caller's transaction,
-// which hands them over and deletes them before it commits. SKIP LOCKED lets several enqueuers
-// drain at once: each takes rows that no other has locked instead of queueing behind another's
-// batch, so no job is taken twice and none waits for a stuck enqueuer.
-func StagedJobLockBatch(ctx context.Context, db DBTX, limit int) ([]*StagedJob, error) {
+// which hands them over and deletes them (or marks them failed) before it commits. SKIP LOCKED
+// lets several enqueuers drain at once: each takes rows that no other has locked instead of
+// queueing behind another's batch, so no job is taken twice and none waits for a stuck enqueuer.
+//
+// Only jobs named in jobNames are taken, and none that failed: a job staged by a newer release,
+// which the caller has no worker for, stays staged untouched until a release that knows it runs,
+// and neither it nor a failed job can fill the batch and hold up the jobs behind it.
+func StagedJobLockBatch(ctx context.Context, db DBTX, jobNames []string, limit int) ([]*StagedJob, error) {
 	rows, err := db.Query(ctx, `
 		SELECT id, created_at, job_name, job_args
 		FROM staged_jobs
+		WHERE failed_at IS NULL AND job_name = ANY($1)
 		ORDER BY id
-		LIMIT $1
-		FOR UPDATE SKIP LOCKED`, limit)
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED`, jobNames, limit)
 	if err != nil {
 		return nil, fmt.Errorf("error locking staged jobs: %w", err)
 	}
@@ -69,4 +76,57 @@ func StagedJobDeleteByIDs(ctx context.Context, db DBTX, ids []int64) (int64, err
 		return 0, fmt.Errorf("error deleting staged jobs: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// stagedJobLastErrorMaxChars is the CHECK on staged_jobs.last_error (migration 00005): enough
+// for any error chain the enqueuer writes, short enough that a poisoned job cannot bloat the row.
+const stagedJobLastErrorMaxChars = 2000
+
+// StagedJobMarkFailed sets a staged job aside: it stays in staged_jobs, where a person finds it
+// (see migrations/00005_staged_jobs_failures.sql), and enqueuers no longer take it. lastError is
+// cut to fit its column. Returns ErrNotFound if there is no such job.
+func StagedJobMarkFailed(ctx context.Context, db DBTX, id int64, lastError string) error {
+	// Postgres text holds neither NUL nor invalid UTF-8, and an error message may quote either.
+	lastError = strings.ToValidUTF8(strings.ReplaceAll(lastError, "\x00", ""), "\uFFFD")
+	if lastError == "" {
+		lastError = "unknown error"
+	}
+	if runes := []rune(lastError); len(runes) > stagedJobLastErrorMaxChars {
+		lastError = string(runes[:stagedJobLastErrorMaxChars-1]) + "…"
+	}
+	tag, err := db.Exec(ctx, `
+		UPDATE staged_jobs
+		SET failed_at = now(), last_error = $2
+		WHERE id = $1`, id, lastError)
+	if err != nil {
+		return fmt.Errorf("error marking staged job %d failed: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("error marking staged job %d failed: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// StagedJobsStranded counts the staged jobs that an enqueuer knowing jobNames leaves where they
+// are, for it to remind an operator of them.
+type StagedJobsStranded struct {
+	// Failed jobs were set aside and wait for a person.
+	Failed int64
+
+	// UnknownName jobs have a job name not in jobNames: staged by a newer release during a
+	// rolling deploy (they go once it is done), or by a release whose workers are gone.
+	UnknownName int64
+}
+
+// StagedJobCountStranded counts the staged jobs that StagedJobLockBatch does not take.
+func StagedJobCountStranded(ctx context.Context, db DBTX, jobNames []string) (*StagedJobsStranded, error) {
+	var s StagedJobsStranded
+	err := db.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE failed_at IS NOT NULL),
+		       count(*) FILTER (WHERE failed_at IS NULL AND job_name <> ALL($1))
+		FROM staged_jobs`, jobNames).Scan(&s.Failed, &s.UnknownName)
+	if err != nil {
+		return nil, fmt.Errorf("error counting stranded staged jobs: %w", err)
+	}
+	return &s, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,6 +42,13 @@ type bundle struct {
 // milliseconds, not River's seconds to hours.
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith builds a bundle as setup does, letting modify, if not nil, change the workers'
+// deps before they are registered.
+func setupWith(t *testing.T, modify func(b *bundle, deps *Deps)) *bundle {
+	t.Helper()
 	b := &bundle{
 		pool: dbtest.NewPool(t),
 		smtp: smtptest.NewServer(t, smtptest.Options{StartTLS: true}),
@@ -54,7 +62,11 @@ func setup(t *testing.T) *bundle {
 	workers := river.NewWorkers()
 	// Warnings and worse only, as River's info lines drown the test's own output.
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := Register(workers, Deps{Pool: b.pool, Mailer: m, MailFrom: testMailFrom, Logger: logger}); err != nil {
+	deps := Deps{Pool: b.pool, Mailer: m, MailFrom: testMailFrom, Logger: logger}
+	if modify != nil {
+		modify(b, &deps)
+	}
+	if err := Register(workers, deps); err != nil {
 		t.Fatal(err)
 	}
 	b.client, err = river.NewClient(riverpgxv5.New(b.pool), &river.Config{
@@ -181,4 +193,59 @@ func (b *bundle) receipt(t *testing.T, ride *models.Ride) *models.RideReceipt {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// afterSend is a mailer that runs hook each time the mail server accepted a message, before
+// Send returns: what the rest of a busy worker process does meanwhile.
+type afterSend struct {
+	mailer.Mailer
+	hook func()
+}
+
+func (m afterSend) Send(ctx context.Context, msg *mailer.Message) error {
+	if err := m.Mailer.Send(ctx, msg); err != nil {
+		return err
+	}
+	m.hook()
+	return nil
+}
+
+// poolHog plays the other jobs of a busy worker, which hold every connection of its pool.
+type poolHog struct {
+	pool *pgxpool.Pool
+
+	mu    sync.Mutex
+	conns []*pgxpool.Conn
+}
+
+// takeAll acquires every connection of the pool that is free or can be opened, and keeps them
+// until releaseAll.
+func (h *poolHog) takeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		conn, err := h.pool.Acquire(ctx)
+		cancel()
+		if err != nil {
+			return
+		}
+		h.conns = append(h.conns, conn)
+	}
+}
+
+func (h *poolHog) releaseAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, conn := range h.conns {
+		conn.Release()
+	}
+	h.conns = nil
+}
+
+// numTaken is how many connections takeAll took.
+func (h *poolHog) numTaken() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.conns)
 }

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,22 @@ func (SendRideReceiptArgs) InsertOpts() river.InsertOpts {
 	}
 }
 
+// decodeSendRideReceipt decodes the args the API stages for a receipt (phases.ReceiptJobArgs).
+func decodeSendRideReceipt(args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
+	var staged phases.ReceiptJobArgs
+	if err := json.Unmarshal(args, &staged); err != nil {
+		return nil, nil, fmt.Errorf("error decoding %s args: %w", phases.ReceiptJobName, err)
+	}
+	// A conversion, not a copy field by field: should the staged args gain a field, this stops
+	// compiling until SendRideReceiptArgs has it too.
+	receipt := SendRideReceiptArgs(staged)
+	if err := receipt.validate(); err != nil {
+		return nil, nil, fmt.Errorf("invalid %s args %s: %w", phases.ReceiptJobName, args, err)
+	}
+	opts := receipt.InsertOpts()
+	return receipt, &opts, nil
+}
+
 func (a SendRideReceiptArgs) validate() error {
 	switch {
 	case a.RideID <= 0:
@@ -73,15 +90,32 @@ func (a SendRideReceiptArgs) validate() error {
 // that finds the receipt recorded sends nothing.
 //
 // Sending is still at least once, because the mail server and Postgres cannot share a
-// transaction. If the worker process dies, or loses the database, after the mail server
-// accepted the message but before that transaction commits, the job is retried (River rescues
-// a job whose worker vanished after RescueStuckJobsAfter, an hour by default) and the rider is
-// mailed a second time. The window is the few milliseconds of one UPDATE and one commit; a
-// shutdown does not widen it, as recording ignores the job's cancellation once the message is
-// out. The copies carry the same Message-ID, derived from the ride, so a mail system that
-// deduplicates on it (many providers and clients do) shows one. An SMTP error after the server
-// received the whole message (a lost final reply) is the same case, seen from the client:
-// retried, perhaps delivered twice, same Message-ID.
+// transaction. Between the moment the mail server has the whole message and the commit of that
+// transaction, the job can end without the receipt recorded, and its retry mails the rider
+// again. What is done to keep that window short:
+//
+//   - The job takes its database connection before it sends and keeps it until the commit, so
+//     recording never waits for a connection from a pool that other jobs have emptied meanwhile.
+//     (cmd/worker sizes the pool to the worker's concurrency and some; a starved pool now holds
+//     a job up before it sends, which is harmless.)
+//   - Once the message's last line has gone to the server, neither the job's cancellation (a
+//     shutdown's hard stop) nor its timeout aborts the send: the mailer waits for the server's
+//     verdict within its own SendTimeout (30 s), and recording ignores the cancellation too,
+//     within recordTimeout.
+//
+// What remains:
+//
+//   - The process dies, or loses the database, after the server accepted the message and
+//     before the commit: usually the milliseconds of one UPDATE and one commit. River rescues
+//     the job, still marked running, after RescueStuckJobsAfter (an hour by default) and mails
+//     again. A shutdown whose hard stop cannot wait for a stalled server's verdict (the process
+//     manager's SIGKILL comes first) ends the same way.
+//   - The server's final reply is lost (the connection drops, or SendTimeout passes, after the
+//     message's last line went out): the send fails, the job is retried, and the server may
+//     have delivered the first copy all the same.
+//
+// Every copy carries the same Message-ID, derived from the ride, so a mail system that
+// deduplicates on it (many providers and clients do) shows one.
 type SendRideReceiptWorker struct {
 	river.WorkerDefaults[SendRideReceiptArgs]
 
@@ -96,8 +130,15 @@ type SendRideReceiptWorker struct {
 // retries with backoff; a job that cannot ever succeed (its ride is gone or was never charged)
 // is cancelled instead.
 func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRideReceiptArgs]) error {
+	// Held from the first query to the commit that records the receipt: see the type's comment.
+	conn, err := w.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("error acquiring a database connection: %w", err)
+	}
+	defer conn.Release()
+
 	args := job.Args
-	ride, err := models.RideGetByIDForUser(ctx, w.pool, args.RideID, args.UserID)
+	ride, err := models.RideGetByIDForUser(ctx, conn, args.RideID, args.UserID)
 	if errors.Is(err, models.ErrNotFound) {
 		return river.JobCancel(fmt.Errorf("no ride %d of user %d to send a receipt for: %w", args.RideID, args.UserID, err))
 	}
@@ -108,7 +149,7 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 		return river.JobCancel(fmt.Errorf("ride %d was never charged, so it has no receipt", ride.ID))
 	}
 
-	sent, err := models.RideReceiptGet(ctx, w.pool, ride.ID)
+	sent, err := models.RideReceiptGet(ctx, conn, ride.ID)
 	if err == nil {
 		w.logger.InfoContext(ctx, "Worker: receipt already sent, not sending it again",
 			slog.Int64("ride_id", ride.ID), slog.String("message_id", sent.MessageID),
@@ -119,7 +160,7 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 		return err
 	}
 
-	user, err := models.UserGetByID(ctx, w.pool, args.UserID)
+	user, err := models.UserGetByID(ctx, conn, args.UserID)
 	if err != nil {
 		return err
 	}
@@ -136,7 +177,7 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 	// up now would only leave the receipt unrecorded and mail it again on the retry.
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	raced, err := w.record(recordCtx, job, ride.ID, msg.MessageID)
+	raced, err := w.record(recordCtx, conn, job, ride.ID, msg.MessageID)
 	if err != nil {
 		return err
 	}
@@ -151,11 +192,11 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 	return nil
 }
 
-// record records the receipt and completes the job in one transaction, so that a receipt is
-// recorded exactly when its job is done. raced reports that another job had recorded a receipt
-// for the ride first; the job is completed all the same.
-func (w *SendRideReceiptWorker) record(ctx context.Context, job *river.Job[SendRideReceiptArgs], rideID int64, messageID string) (raced bool, err error) {
-	tx, err := w.pool.Begin(ctx)
+// record records the receipt and completes the job in one transaction on conn, so that a
+// receipt is recorded exactly when its job is done. raced reports that another job had recorded
+// a receipt for the ride first; the job is completed all the same.
+func (w *SendRideReceiptWorker) record(ctx context.Context, conn *pgxpool.Conn, job *river.Job[SendRideReceiptArgs], rideID int64, messageID string) (raced bool, err error) {
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error beginning transaction: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 )
@@ -70,6 +71,50 @@ func TestSendRideReceiptWorker(t *testing.T) {
 		}
 		if !sameTx {
 			t.Error("want the receipt recorded in the transaction that completed the job")
+		}
+	})
+
+	// A busy worker: once the receipt is at the mail server, the process's other jobs hold every
+	// connection of the pool. Recording must not wait for one of them, or it times out, the job
+	// is retried, and the rider gets a second receipt.
+	t.Run("RecordsOnTheConnectionItHeldWhileSending", func(t *testing.T) {
+		t.Parallel()
+		const maxConns = 2
+		var hog *poolHog
+		b := setupWith(t, func(b *bundle, deps *Deps) {
+			// A pool of the workers' own, so that River keeps working on the bundle's.
+			config, err := pgxpool.ParseConfig(b.pool.Config().ConnString())
+			if err != nil {
+				t.Fatal(err)
+			}
+			config.MaxConns = maxConns
+			workersPool, err := pgxpool.NewWithConfig(t.Context(), config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(workersPool.Close)
+			hog = &poolHog{pool: workersPool}
+			t.Cleanup(hog.releaseAll) // before River stops, which waits for the job
+			deps.Pool = workersPool
+			deps.Mailer = afterSend{Mailer: deps.Mailer, hook: hog.takeAll}
+		})
+		ride := b.newRide(t, b.rider, "ch_busy")
+		job := b.insertJob(t, receiptArgs(ride), nil)
+
+		if ev := b.waitFinal(t, job); ev.Kind != river.EventKindJobCompleted {
+			t.Fatalf("want the job completed, got %s", ev.Kind)
+		}
+		if n := hog.numTaken(); n != maxConns-1 {
+			t.Fatalf("want the other jobs to have held %d connections, all but the job's, got %d", maxConns-1, n)
+		}
+		if n := len(b.smtp.Messages()); n != 1 {
+			t.Fatalf("want 1 receipt mailed, got %d", n)
+		}
+		if row := b.jobRow(t, job.ID); row.State != rivertype.JobStateCompleted || row.Attempt != 1 {
+			t.Errorf("want the job completed at the first attempt, got %s at attempt %d", row.State, row.Attempt)
+		}
+		if b.receipt(t, ride) == nil {
+			t.Fatal("want the receipt recorded")
 		}
 	})
 

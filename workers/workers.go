@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/mail"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -52,29 +54,31 @@ func Register(workers *river.Workers, deps Deps) error {
 	return nil
 }
 
-// ErrUnknownJobName is returned by DecodeStagedJob for a job name no worker here handles, so
-// that the enqueuer can tell a job staged by a newer release from a broken one.
+// ErrUnknownJobName is returned by DecodeStagedJob for a job name no worker here handles. The
+// enqueuer does not meet it in practice: it takes only the rows of StagedJobNames, which reads
+// the same table as DecodeStagedJob, and leaves a job staged by a newer release where it is.
 var ErrUnknownJobName = errors.New("unknown job name")
+
+// stagedJobDecoders decode the args of each job name that the API stages and this package has a
+// worker for, one entry per job kind. StagedJobNames and DecodeStagedJob both read it, so that
+// the enqueuer never takes a staged job that DecodeStagedJob does not know.
+var stagedJobDecoders = map[string]func(args json.RawMessage) (river.JobArgs, *river.InsertOpts, error){
+	phases.ReceiptJobName: decodeSendRideReceipt,
+}
+
+// StagedJobNames are the staged job names DecodeStagedJob knows, sorted, for
+// enqueuer.Config.JobNames.
+func StagedJobNames() []string {
+	return slices.Sorted(maps.Keys(stagedJobDecoders))
+}
 
 // DecodeStagedJob turns a row of staged_jobs into the typed args River inserts, with the insert
 // options of the job kind (uniqueness, attempts), so that the enqueuer can hand any staged job
 // to River without knowing the kinds. Args that fail to decode or validate are an error.
 func DecodeStagedJob(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
-	switch jobName {
-	case phases.ReceiptJobName:
-		var staged phases.ReceiptJobArgs
-		if err := json.Unmarshal(args, &staged); err != nil {
-			return nil, nil, fmt.Errorf("error decoding %s args: %w", jobName, err)
-		}
-		// A conversion, not a copy field by field: should the staged args gain a field, this
-		// stops compiling until SendRideReceiptArgs has it too.
-		receipt := SendRideReceiptArgs(staged)
-		if err := receipt.validate(); err != nil {
-			return nil, nil, fmt.Errorf("invalid %s args %s: %w", jobName, args, err)
-		}
-		opts := receipt.InsertOpts()
-		return receipt, &opts, nil
-	default:
+	decode, ok := stagedJobDecoders[jobName]
+	if !ok {
 		return nil, nil, fmt.Errorf("%w %q", ErrUnknownJobName, jobName)
 	}
+	return decode(args)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -71,6 +72,21 @@ func TestDecodeStagedJob(t *testing.T) {
 				t.Fatalf("want errors.Is(err, ErrUnknownJobName) only for an unknown name, got %v", err)
 			}
 		})
+	}
+}
+
+// The enqueuer takes only the staged jobs of StagedJobNames and hands each to DecodeStagedJob:
+// a name in the list that DecodeStagedJob did not know would be set aside as broken.
+func TestStagedJobNames(t *testing.T) {
+	t.Parallel()
+	names := StagedJobNames()
+	if !slices.Contains(names, phases.ReceiptJobName) {
+		t.Errorf("want %q among the staged job names, got %v", phases.ReceiptJobName, names)
+	}
+	for _, name := range names {
+		if _, _, err := DecodeStagedJob(name, json.RawMessage(`{}`)); errors.Is(err, ErrUnknownJobName) {
+			t.Errorf("%q is a staged job name that DecodeStagedJob does not know", name)
+		}
 	}
 }
 

@@ -38,14 +38,19 @@ func run(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 
-	// Insert-only: without Queues it works no jobs, and without Workers it accepts every kind,
-	// which the enqueuer needs to set aside jobs it cannot decode.
+	// Insert-only: without Queues it works no jobs, and without Workers it checks no kinds
+	// against a bundle of workers; DecodeStagedJob and StagedJobNames say which kinds exist.
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
 	if err != nil {
 		return fmt.Errorf("error creating River client: %w", err)
 	}
-	enq := enqueuer.New(pool, riverClient, workers.DecodeStagedJob, logger,
-		enqueuer.Config{PollInterval: cfg.EnqueuerPollInterval})
+	enq, err := enqueuer.New(pool, riverClient, workers.DecodeStagedJob, logger, enqueuer.Config{
+		PollInterval: cfg.EnqueuerPollInterval,
+		JobNames:     workers.StagedJobNames(),
+	})
+	if err != nil {
+		return err
+	}
 
 	return bootstrap.RunService(ctx, "Enqueuer", once, enq, os.Stdout, logger)
 }

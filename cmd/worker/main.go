@@ -24,7 +24,11 @@ import (
 // Shutdown, within the 10 s (bootstrap.ShutdownTimeout) a process manager usually grants between
 // SIGTERM and SIGKILL: running jobs get softStopTimeout to finish; then their contexts are
 // cancelled, which puts each job back as available without using up an attempt, and they get
-// hardStopTimeout to return.
+// hardStopTimeout to return. A receipt whose message is at the mail server already ignores the
+// cancellation, since mailing it again would send a second copy: it waits for the server's
+// verdict and records it. Should the verdict not come within hardStopTimeout, the worker exits
+// with an error and leaves that job running, for River to rescue an hour later (see
+// workers.SendRideReceiptWorker).
 const (
 	softStopTimeout = bootstrap.ShutdownTimeout * 7 / 10
 	hardStopTimeout = bootstrap.ShutdownTimeout - softStopTimeout
@@ -34,7 +38,7 @@ func main() {
 	bootstrap.Main("worker", run)
 }
 
-func run(ctx context.Context) error {
+func run(ctx context.Context) (err error) {
 	once := flag.Bool("once", false, `work the jobs available now, then print {"completed":N,"failed":N,"discarded":N,"cancelled":N} and exit`)
 	flag.Parse()
 
@@ -42,11 +46,24 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	logger, pool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(*once))
+	logger, checkedPool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(*once))
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	pool, err := withMaxConns(ctx, checkedPool, poolMaxConns(cfg.WorkerConcurrency))
+	if err != nil {
+		checkedPool.Close()
+		return err
+	}
+	defer func() {
+		// Close waits for every connection to come back, and a job left running holds one
+		// until its send ends, up to half a minute later. Exiting at once is what the process
+		// manager's SIGKILL would make of it anyway; Postgres rolls back whatever transaction
+		// the dropped connection had open.
+		if !errors.Is(err, errJobsLeftRunning) {
+			pool.Close()
+		}
+	}()
 
 	m, err := mailer.New(cfg.SMTPURL, logger)
 	if err != nil {
@@ -66,7 +83,8 @@ func run(ctx context.Context) error {
 	}
 
 	logger.InfoContext(ctx, "Worker: starting", slog.String("mailer", fmt.Sprint(m)),
-		slog.Int("concurrency", cfg.WorkerConcurrency), slog.Bool("once", *once))
+		slog.Int("concurrency", cfg.WorkerConcurrency), slog.Int("pool_max_conns", int(pool.Config().MaxConns)),
+		slog.Bool("once", *once))
 	if *once {
 		return runOnce(ctx, client, logger, os.Stdout)
 	}
@@ -99,7 +117,11 @@ func stop(client *river.Client[pgx.Tx], logger *slog.Logger) error {
 	hardCtx, cancel := context.WithTimeout(context.Background(), hardStopTimeout)
 	defer cancel()
 	if err := client.StopAndCancel(hardCtx); err != nil {
-		return fmt.Errorf("error stopping River: jobs did not return after being cancelled: %w", err)
+		return fmt.Errorf("error stopping River: %w: %w", errJobsLeftRunning, err)
 	}
 	return nil
 }
+
+// errJobsLeftRunning says that jobs did not return within the hard stop: they stay running in
+// River's table until River rescues them, and the process should exit without waiting for them.
+var errJobsLeftRunning = errors.New("jobs did not return after being cancelled, and stay running until River rescues them")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"net"
 	"strings"
 	"syscall"
 	"testing"
@@ -174,19 +175,19 @@ func TestRunsUntilSIGTERM(t *testing.T) {
 	}
 }
 
-// TestSIGTERMWhileSending stops the worker while a receipt is at the mail server: a job that
-// ends within the grace period is finished, one that does not is released for another worker.
+// TestSIGTERMWhileSending stops the worker while a receipt is on its way to the mail server.
+// The worker's hard stop comes 7 s after SIGTERM (softStopTimeout); the process manager's
+// SIGKILL would come 10 s after. A job that ends within the grace period is finished. One stuck
+// before its message is handed over is released for another worker. One whose message the server
+// has must not be released: another worker would mail it again.
 func TestSIGTERMWhileSending(t *testing.T) {
 	t.Parallel()
 	bin := proctest.Build(t, "worker")
 
-	// start starts a worker whose mail server takes stall to accept the receipt, and sends it
-	// SIGTERM once the job is running.
-	start := func(t *testing.T, stall time.Duration) (*world, *smtptest.Server, *proctest.Process) {
-		w := newWorld(t)
-		server := smtptest.NewServer(t, smtptest.Options{})
-		server.StallNext(stall)
-		worker := proctest.Start(t, bin, []string{"DATABASE_URL=" + w.url, "SMTP_URL=" + server.URL()})
+	// start starts a worker mailing through smtpURL, and sends it SIGTERM once the job is
+	// running.
+	start := func(t *testing.T, w *world, smtpURL string) *proctest.Process {
+		worker := proctest.Start(t, bin, []string{"DATABASE_URL=" + w.url, "SMTP_URL=" + smtpURL})
 		deadline := time.Now().Add(10 * time.Second)
 		for w.jobState(t) != "running" {
 			if time.Now().After(deadline) {
@@ -197,12 +198,28 @@ func TestSIGTERMWhileSending(t *testing.T) {
 		if err := worker.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		return w, server, worker
+		return worker
+	}
+	// stalling starts a mail server that takes stall to accept the receipt.
+	stalling := func(t *testing.T, stall time.Duration) *smtptest.Server {
+		server := smtptest.NewServer(t, smtptest.Options{})
+		server.StallNext(stall)
+		return server
+	}
+	jobRow := func(t *testing.T, w *world) (state string, attempt, numErrors int) {
+		t.Helper()
+		if err := w.pool.QueryRow(t.Context(), `SELECT state, attempt, coalesce(array_length(errors, 1), 0) FROM river_job WHERE id = $1`, w.jobID).
+			Scan(&state, &attempt, &numErrors); err != nil {
+			t.Fatal(err)
+		}
+		return state, attempt, numErrors
 	}
 
 	t.Run("FinishesAJobThatEndsInTime", func(t *testing.T) {
 		t.Parallel()
-		w, server, worker := start(t, time.Second)
+		w := newWorld(t)
+		server := stalling(t, time.Second)
+		worker := start(t, w, server.URL())
 		if code := worker.Wait(t, 10*time.Second); code != 0 {
 			t.Fatalf("want exit 0, got %d:\n%s", code, worker.Output())
 		}
@@ -214,20 +231,14 @@ func TestSIGTERMWhileSending(t *testing.T) {
 		}
 	})
 
-	t.Run("ReleasesAJobThatDoesNot", func(t *testing.T) {
+	t.Run("ReleasesAJobStuckBeforeItsMessageIsHandedOver", func(t *testing.T) {
 		t.Parallel()
-		w, _, worker := start(t, time.Minute)
+		w := newWorld(t)
+		worker := start(t, w, "smtp://"+silentServer(t))
 		if code := worker.Wait(t, 11*time.Second); code != 0 {
 			t.Fatalf("want exit 0 within the grace period, got %d:\n%s", code, worker.Output())
 		}
-		var state string
-		var attempt int
-		var numErrors int
-		if err := w.pool.QueryRow(t.Context(), `SELECT state, attempt, coalesce(array_length(errors, 1), 0) FROM river_job WHERE id = $1`, w.jobID).
-			Scan(&state, &attempt, &numErrors); err != nil {
-			t.Fatal(err)
-		}
-		if state != "available" || attempt != 0 || numErrors != 0 {
+		if state, attempt, numErrors := jobRow(t, w); state != "available" || attempt != 0 || numErrors != 0 {
 			t.Fatalf("want the job released as available with no attempt used up, got %s, attempt %d, %d errors", state, attempt, numErrors)
 		}
 		if _, err := models.RideReceiptGet(t.Context(), w.pool, w.ride.ID); err == nil {
@@ -237,4 +248,75 @@ func TestSIGTERMWhileSending(t *testing.T) {
 			t.Errorf("want the cancellation logged:\n%s", worker.Output())
 		}
 	})
+
+	// The server accepts 8 s after SIGTERM: after the hard stop, within the grace period.
+	t.Run("FinishesAJobWhoseMessageIsAtTheServer", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		server := stalling(t, 8*time.Second)
+		worker := start(t, w, server.URL())
+		if code := worker.Wait(t, 11*time.Second); code != 0 {
+			t.Fatalf("want exit 0 within the grace period, got %d:\n%s", code, worker.Output())
+		}
+		if !strings.Contains(worker.Output(), "Worker: jobs still running, cancelling them") {
+			t.Fatalf("want the job cancelled while the server had its message:\n%s", worker.Output())
+		}
+		if state, attempt, _ := jobRow(t, w); state != "completed" || attempt != 1 {
+			t.Fatalf("want the job completed, not released to mail the receipt again; got %s at attempt %d", state, attempt)
+		}
+		if n := len(server.Messages()); n != 1 {
+			t.Fatalf("want 1 receipt mailed, got %d", n)
+		}
+		if _, err := models.RideReceiptGet(t.Context(), w.pool, w.ride.ID); err != nil {
+			t.Fatalf("want the receipt recorded: %v", err)
+		}
+	})
+
+	// The server has not answered when the grace period ends. Whether it will deliver is not
+	// known; releasing the job would mail the receipt again at once, so it is left running for
+	// River to rescue, an hour later.
+	t.Run("LeavesAJobWhoseMessageIsAtTheServerRunning", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		worker := start(t, w, stalling(t, time.Minute).URL())
+		if code := worker.Wait(t, 15*time.Second); code == 0 {
+			t.Fatalf("want a non-zero exit for a stop that left a job running:\n%s", worker.Output())
+		}
+		if state, attempt, _ := jobRow(t, w); state != "running" || attempt != 1 {
+			t.Fatalf("want the job left running, not released to mail the receipt again; got %s at attempt %d", state, attempt)
+		}
+		if !strings.Contains(worker.Output(), "did not return after being cancelled") {
+			t.Errorf("want the job left running reported:\n%s", worker.Output())
+		}
+	})
+}
+
+// silentServer listens on a free port of loopback, accepts connections and never says a word,
+// as a mail server that hangs before its greeting does, and returns its address.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			conn, err := listener.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, conn)
+		}
+	}()
+	t.Cleanup(func() {
+		_ = listener.Close()
+		<-done
+		for _, conn := range conns {
+			_ = conn.Close()
+		}
+	})
+	return listener.Addr().String()
 }

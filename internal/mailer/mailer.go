@@ -10,6 +10,9 @@ import (
 // Mailer sends one message. Send returns once the message is handed over (the SMTP server
 // accepted it, or it was logged): an error means it may or may not have been delivered, and a
 // caller that retries should keep the same MessageID so that the copies can be told apart.
+// ctx's cancellation aborts Send only before the message has gone out; after that, Send waits
+// for the outcome within a bound of its own, so that a caller shutting down does not turn a
+// delivered message into an error and a second copy.
 type Mailer interface {
 	Send(ctx context.Context, m *Message) error
 }

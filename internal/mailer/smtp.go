@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/smtp"
 	"net/url"
+	"os"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -16,11 +18,17 @@ import (
 // handshake: a mail server that has not answered in 10 s is down, and the job is better retried
 // later. SendTimeout bounds the whole conversation, so that a server that stalls mid-message
 // cannot hold a worker (and its job) indefinitely; 30 s is far more than one short message needs
-// and stays under River's default job timeout of a minute.
+// and stays under River's default job timeout of a minute. It is the only bound once the message
+// is handed over (see Send).
 const (
 	DialTimeout = 10 * time.Second
 	SendTimeout = 30 * time.Second
 )
+
+// quitTimeout bounds saying goodbye after the server accepted the message. Goodbye changes
+// nothing about the message, and every moment spent on it is one more in which the caller could
+// die before recording that the message went out.
+const quitTimeout = time.Second
 
 // Default ports when the URL gives none: submission with STARTTLS (RFC 6409) for smtp://, and
 // submission over implicit TLS (RFC 8314) for smtps://.
@@ -39,6 +47,7 @@ type SMTP struct {
 	username    string
 	password    string
 	tlsConfig   *tls.Config
+	sendTimeout time.Duration
 }
 
 // Option configures an SMTP mailer.
@@ -50,6 +59,12 @@ type Option func(*SMTP)
 // verified.
 func WithTLSConfig(config *tls.Config) Option {
 	return func(s *SMTP) { s.tlsConfig = config }
+}
+
+// WithSendTimeout replaces SendTimeout as the bound of one Send. Tests use it to see the bound
+// hold without waiting half a minute.
+func WithSendTimeout(d time.Duration) Option {
+	return func(s *SMTP) { s.sendTimeout = d }
 }
 
 // NewSMTP returns a mailer for rawURL:
@@ -69,7 +84,7 @@ func NewSMTP(rawURL string, opts ...Option) (*SMTP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error parsing SMTP URL: %w", err)
 	}
-	s := &SMTP{url: u, host: u.Hostname()}
+	s := &SMTP{url: u, host: u.Hostname(), sendTimeout: SendTimeout}
 	var port int
 	switch u.Scheme {
 	case "smtp":
@@ -106,35 +121,92 @@ func NewSMTP(rawURL string, opts ...Option) (*SMTP, error) {
 func (s *SMTP) String() string { return s.url.Redacted() }
 
 // Send delivers m in one SMTP transaction within SendTimeout. It returns nil once the server
-// accepted the message. A cancelled ctx aborts the conversation and the returned error wraps
-// ctx's error.
+// accepted the message.
+//
+// ctx can abort the conversation only until the message is handed over, that is until the last
+// line of its data (the lone ".") is sent. From then on the server has the message and will
+// deliver it if it accepts it; giving up on its reply because the caller was cancelled (a worker
+// shutting down) would only make the caller's retry send a second copy. Send then waits for the
+// reply, bounded by SendTimeout alone. An error caused by ctx wraps ctx's error, and one caused
+// by SendTimeout wraps context.DeadlineExceeded.
 func (s *SMTP) Send(ctx context.Context, m *Message) error {
 	env, err := m.render(time.Now())
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, SendTimeout)
+	deadline := time.Now().Add(s.sendTimeout)
+	dialCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 
-	conn, err := s.dial(ctx)
+	conn, err := s.dial(dialCtx)
 	if err != nil {
 		return fmt.Errorf("error connecting to SMTP server %s: %w", s.addr, err)
 	}
 	defer conn.Close()
 
-	// net/smtp knows no contexts. When ctx ends (SendTimeout, or the caller's deadline or
-	// cancellation), the connection's deadline moves into the past, which unblocks whatever read
-	// or write is waiting; ctx.Err() is set by then, so the error says why.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	// net/smtp knows no contexts. The connection's deadline is SendTimeout's; ctx ending before
+	// the handover moves it into the past, which unblocks whatever read or write is waiting.
+	if err := conn.SetDeadline(deadline); err != nil {
+		return fmt.Errorf("error sending mail via %s: %w", s.addr, err)
+	}
+	h := &handover{conn: conn, deadline: deadline}
+	stop := context.AfterFunc(ctx, h.cancel)
 	defer stop()
 
-	if err := s.transact(conn, env); err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return fmt.Errorf("error sending mail via %s: %w (%w)", s.addr, ctxErr, err)
+	if err := s.transact(conn, env, h); err != nil {
+		switch {
+		case h.wasCancelled():
+			return fmt.Errorf("error sending mail via %s: %w (%w)", s.addr, ctx.Err(), err)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return fmt.Errorf("error sending mail via %s: no answer within %s: %w (%w)", s.addr, s.sendTimeout, context.DeadlineExceeded, err)
 		}
 		return fmt.Errorf("error sending mail via %s: %w", s.addr, err)
 	}
 	return nil
+}
+
+// handover is where a message becomes the server's. Before it, the caller's cancellation aborts
+// the conversation; after it, nothing but the connection's deadline does.
+type handover struct {
+	conn     net.Conn
+	deadline time.Time // the connection's, SendTimeout after Send began
+
+	mu         sync.Mutex
+	handedOver bool
+	cancelled  bool
+}
+
+// errCancelledBeforeHandover ends a conversation whose caller was cancelled before the message's
+// last line went out.
+var errCancelledBeforeHandover = errors.New("cancelled before the message was handed over")
+
+// cancel aborts the conversation, unless the message has been handed over.
+func (h *handover) cancel() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.handedOver {
+		return
+	}
+	h.cancelled = true
+	_ = h.conn.SetDeadline(time.Unix(1, 0)) // long past: every read or write, waiting or to come, fails
+}
+
+// handOver marks the message as handed over, unless the caller was cancelled first; then it
+// returns errCancelledBeforeHandover, and the message must not be finished.
+func (h *handover) handOver() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cancelled {
+		return errCancelledBeforeHandover
+	}
+	h.handedOver = true
+	return nil
+}
+
+func (h *handover) wasCancelled() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cancelled
 }
 
 func (s *SMTP) dial(ctx context.Context) (net.Conn, error) {
@@ -146,8 +218,9 @@ func (s *SMTP) dial(ctx context.Context) (net.Conn, error) {
 	return dialer.DialContext(ctx, "tcp", s.addr)
 }
 
-// transact has the SMTP conversation that hands env over.
-func (s *SMTP) transact(conn net.Conn, env *envelope) error {
+// transact has the SMTP conversation that hands env over, marking h just before the message's
+// last line goes out.
+func (s *SMTP) transact(conn net.Conn, env *envelope, h *handover) error {
 	c, err := smtp.NewClient(conn, s.host)
 	if err != nil {
 		return fmt.Errorf("error reading greeting: %w", err)
@@ -189,12 +262,19 @@ func (s *SMTP) transact(conn net.Conn, env *envelope) error {
 	if _, err := w.Write(env.data); err != nil {
 		return fmt.Errorf("error writing message: %w", err)
 	}
+	// Without its last line, a message is no message: cut off here, the server drops it.
+	if err := h.handOver(); err != nil {
+		return err
+	}
 	// Close ends the data with "." and reads the server's verdict on the message.
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("error at end of data: %w", err)
 	}
 	// The server has accepted the message. Failing to say goodbye changes nothing about that,
 	// and reporting it would only make the caller send the message again.
+	if quitDeadline := time.Now().Add(quitTimeout); quitDeadline.Before(h.deadline) {
+		_ = conn.SetDeadline(quitDeadline)
+	}
 	_ = c.Quit()
 	return nil
 }

@@ -273,6 +273,97 @@ func TestSMTP(t *testing.T) {
 	})
 }
 
+// TestSMTPCancellation cancels a send at each side of the handover, the moment the message's
+// last line goes out: before it, the send is abandoned and the server has nothing; after it, the
+// server has the message, and abandoning the send would only get it sent twice.
+func TestSMTPCancellation(t *testing.T) {
+	t.Parallel()
+
+	// send starts sending testMessage to server with ctx, and returns where its error will go.
+	send := func(t *testing.T, ctx context.Context, server *holdingServer, opts ...mailer.Option) <-chan error {
+		t.Helper()
+		m, err := mailer.NewSMTP("smtp://"+server.addr, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- m.Send(ctx, testMessage()) }()
+		return errc
+	}
+
+	t.Run("BeforeTheHandoverAbandonsTheSend", func(t *testing.T) {
+		t.Parallel()
+		server := newHoldingServer(t, true)
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := send(t, ctx, server)
+		wait(t, server.held, "DATA")
+
+		cancel()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("want an error wrapping context.Canceled, got %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("want the send abandoned at once")
+		}
+		close(server.release)
+		wait(t, server.ended, "the session's end")
+		if n := server.delivered.Load(); n != 0 {
+			t.Fatalf("want nothing delivered, got %d messages", n)
+		}
+	})
+
+	t.Run("AfterTheHandoverWaitsForTheVerdict", func(t *testing.T) {
+		t.Parallel()
+		server := newHoldingServer(t, false)
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := send(t, ctx, server)
+		wait(t, server.held, "the end of the data")
+
+		cancel() // a worker shutting down
+		select {
+		case err := <-errc:
+			t.Fatalf("want the send to wait for the server's verdict, it returned %v", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		close(server.release)
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Fatalf("want the accepted message reported as sent, got %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("want the send to return once the server accepted")
+		}
+		if n := server.delivered.Load(); n != 1 {
+			t.Fatalf("want 1 message delivered, got %d", n)
+		}
+	})
+
+	t.Run("AfterTheHandoverSendTimeoutStillBoundsTheWait", func(t *testing.T) {
+		t.Parallel()
+		server := newHoldingServer(t, false) // never released
+		ctx, cancel := context.WithCancel(t.Context())
+		start := time.Now()
+		errc := send(t, ctx, server, mailer.WithSendTimeout(500*time.Millisecond))
+		wait(t, server.held, "the end of the data")
+		cancel()
+
+		select {
+		case err := <-errc:
+			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				t.Fatalf("want an error wrapping context.DeadlineExceeded, not the cancellation, got %v", err)
+			}
+			if elapsed := time.Since(start); elapsed < 500*time.Millisecond {
+				t.Fatalf("want the send to wait out its timeout, it gave up after %s", elapsed)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("want the send abandoned at its timeout")
+		}
+	})
+}
+
 func TestNewSMTP(t *testing.T) {
 	t.Parallel()
 
