@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 )
 
@@ -54,6 +55,13 @@ func errInternal() *apiError {
 		"Something went wrong on our side. Retry the request with the same Idempotency-Key; it resumes where it stopped.")
 }
 
+func errDatabaseUnavailable() *apiError {
+	e := newError(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
+		"The database cannot be reached right now. Retry with the same Idempotency-Key; the request resumes where it stopped.")
+	e.retryAfter = retryAfterInUse
+	return e
+}
+
 func errShuttingDown() *apiError {
 	e := newError(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
 		"The server is restarting and stopped this request. Retry it with the same Idempotency-Key; it resumes where it stopped.")
@@ -87,6 +95,9 @@ func errFromPhases(err error) *apiError {
 			"The payment processor could not be reached. Retry with the same Idempotency-Key; you will not be charged twice.")
 		e.retryAfter = retryAfterPaymentUnavailable
 		return e
+	// After the Stripe case: an unreachable Stripe looks like a network error too.
+	case models.IsUnavailable(err):
+		return errDatabaseUnavailable()
 	default:
 		return errInternal()
 	}

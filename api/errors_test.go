@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/phases"
@@ -28,6 +31,8 @@ func TestErrFromPhases(t *testing.T) {
 		{&phases.PaymentUnavailableError{Err: context.DeadlineExceeded}, http.StatusServiceUnavailable, problem.CodePaymentProcessorUnavailable, true},
 		{phases.ErrSimulated, http.StatusInternalServerError, problem.CodeInternalError, false},
 		{errors.New("anything else"), http.StatusInternalServerError, problem.CodeInternalError, false},
+		{fmt.Errorf("error locking key: %w", &pgconn.PgError{Code: "57P01"}), http.StatusServiceUnavailable, problem.CodeServiceUnavailable, true},
+		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, http.StatusServiceUnavailable, problem.CodeServiceUnavailable, true},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%T_%s", tt.err, tt.code), func(t *testing.T) {

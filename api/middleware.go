@@ -39,6 +39,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		if err != nil {
 			s.logger.ErrorContext(r.Context(), "API: failed to authenticate", slog.String("error", err.Error()))
+			if models.IsUnavailable(err) {
+				writeProblem(w, errDatabaseUnavailable())
+				return
+			}
 			writeProblem(w, errInternal())
 			return
 		}

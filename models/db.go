@@ -6,6 +6,9 @@ package models
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,6 +32,26 @@ func notFound(err error) error {
 		return ErrNotFound
 	}
 	return err
+}
+
+// IsUnavailable reports whether err means the database could not be reached or is going away
+// (a refused or broken connection, a server shutting down or starting up), rather than that a
+// query was wrong: the caller should answer "try again later", not "bug".
+func IsUnavailable(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 57P01-57P03: shutdown, crash, cannot connect now.
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || pgconn.Timeout(err)
 }
 
 // ErrUniqueViolation is returned when an insert collides with a unique constraint that the

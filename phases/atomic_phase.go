@@ -117,7 +117,7 @@ func holdsLock(current, mine *models.IdempotencyKey) bool {
 // colliding again in lockstep.
 const (
 	retryBackoffBase = 5 * time.Millisecond
-	retryBackoffMax  = 250 * time.Millisecond
+	retryBackoffMax  = 500 * time.Millisecond
 )
 
 // inSerializableTx runs fn in a SERIALIZABLE transaction, and runs it again in a new one when

@@ -43,7 +43,9 @@ type Config struct {
 	StripeKeyMaxAge time.Duration
 
 	// MaxPhaseAttempts bounds how often a phase is retried after a serialization failure or a
-	// deadlock before the request gives up with ErrConflict. Default 5.
+	// deadlock before the request gives up with ErrConflict. Default 8: under SERIALIZABLE,
+	// concurrent requests of one rider conflict on shared index pages even with different
+	// keys, and a burst of them needs a few rounds of jittered backoff to get through.
 	MaxPhaseAttempts int
 
 	// SimulateErrors allows the raise_error demo parameter. Off in production.
@@ -80,7 +82,7 @@ func (c Config) withDefaults() Config {
 		c.StripeKeyMaxAge = 23 * time.Hour
 	}
 	if c.MaxPhaseAttempts == 0 {
-		c.MaxPhaseAttempts = 5
+		c.MaxPhaseAttempts = 8
 	}
 	return c
 }
