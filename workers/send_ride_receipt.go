@@ -178,6 +178,19 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	raced, err := w.record(recordCtx, conn, job, ride.ID, msg.MessageID)
+	for attempt := 1; err != nil && models.IsUnavailable(err); attempt++ {
+		// The database went away (a restart, a failover) while the message was out: keep trying
+		// on a fresh connection, for as long as recordTimeout allows, rather than fail the job
+		// and mail the receipt again on its retry.
+		w.logger.WarnContext(ctx, "Worker: receipt mailed but not recorded yet; retrying on a new connection",
+			slog.Int64("ride_id", ride.ID), slog.Int("attempt", attempt), slog.String("error", err.Error()))
+		select {
+		case <-recordCtx.Done():
+			return fmt.Errorf("error recording receipt of ride %d: %w", ride.ID, err)
+		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
+		}
+		raced, err = w.recordOnNewConnection(recordCtx, job, ride.ID, msg.MessageID)
+	}
 	if err != nil {
 		return err
 	}
@@ -190,6 +203,16 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 		slog.Int64("ride_id", ride.ID), slog.Int64("user_id", user.ID), slog.String("message_id", msg.MessageID),
 		slog.Int64("job_id", job.ID), slog.Int("attempt", job.Attempt))
 	return nil
+}
+
+// recordOnNewConnection is record on a connection fresh from the pool.
+func (w *SendRideReceiptWorker) recordOnNewConnection(ctx context.Context, job *river.Job[SendRideReceiptArgs], rideID int64, messageID string) (bool, error) {
+	conn, err := w.pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("error acquiring a database connection: %w", err)
+	}
+	defer conn.Release()
+	return w.record(ctx, conn, job, rideID, messageID)
 }
 
 // record records the receipt and completes the job in one transaction on conn, so that a

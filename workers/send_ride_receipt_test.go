@@ -118,6 +118,46 @@ func TestSendRideReceiptWorker(t *testing.T) {
 		}
 	})
 
+	t.Run("RecordsOnANewConnectionWhenTheDatabaseDroppedItsOwn", func(t *testing.T) {
+		t.Parallel()
+		b := setupWith(t, func(b *bundle, deps *Deps) {
+			// A pool of the workers' own, named, so that its connections alone can be cut.
+			config, err := pgxpool.ParseConfig(b.pool.Config().ConnString())
+			if err != nil {
+				t.Fatal(err)
+			}
+			config.ConnConfig.RuntimeParams["application_name"] = "receipt_workers_under_test"
+			workersPool, err := pgxpool.NewWithConfig(t.Context(), config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(workersPool.Close)
+			deps.Pool = workersPool
+			// A database restart, as the server accepts the message: every connection dies.
+			deps.Mailer = afterSend{Mailer: deps.Mailer, hook: func() {
+				if _, err := b.pool.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+					WHERE application_name = 'receipt_workers_under_test'`); err != nil {
+					t.Error(err)
+				}
+			}}
+		})
+		ride := b.newRide(t, b.rider, "ch_restart")
+		job := b.insertJob(t, receiptArgs(ride), nil)
+
+		if ev := b.waitFinal(t, job); ev.Kind != river.EventKindJobCompleted {
+			t.Fatalf("want the job completed, got %s", ev.Kind)
+		}
+		if n := len(b.smtp.Messages()); n != 1 {
+			t.Fatalf("want 1 receipt mailed, not a second on a retry, got %d", n)
+		}
+		if row := b.jobRow(t, job.ID); row.State != rivertype.JobStateCompleted || row.Attempt != 1 {
+			t.Errorf("want the job completed at the first attempt, got %s at attempt %d", row.State, row.Attempt)
+		}
+		if b.receipt(t, ride) == nil {
+			t.Fatal("want the receipt recorded")
+		}
+	})
+
 	t.Run("RideAlreadyReceiptedSendsNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
