@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rocketrides/rocketrides/client"
+	"github.com/rocketrides/rocketrides/internal/invariants"
+)
+
+// The clients' retry policy. A call that cannot finish in clientMaxElapsed gives up and says
+// the outcome is unknown, which the soak then settles the honest way: by asking again with the
+// same key. attemptTimeout is far above a healthy request (milliseconds) and a Stripe timeout
+// fault (1.5 s), and below the API's 45 s budget.
+const (
+	clientMaxElapsed  = 20 * time.Second
+	clientBaseBackoff = 100 * time.Millisecond
+	clientMaxBackoff  = 2 * time.Second
+	attemptTimeout    = 10 * time.Second
+	redriveMaxElapsed = 60 * time.Second
+)
+
+// The mix of calls, out of 100: most are plain; some are double taps (the same key sent twice
+// at once, as a user tapping twice does), some are abandoned mid-request (the app closed), some
+// come from the rider whose card is declined.
+const (
+	percentDoubleTap = 5
+	percentAbandon   = 5
+	percentDeclined  = 7
+	maxThinkTime     = 20 * time.Millisecond
+)
+
+// callMode says how a call was made, for the summary.
+type callMode string
+
+const (
+	modePlain     callMode = "plain"
+	modeDoubleTap callMode = "double_tap"
+	modeAbandoned callMode = "abandoned"
+	modeRedrive   callMode = "redrive"
+)
+
+// record is one client call and how it ended.
+type record struct {
+	mode      callMode
+	params    client.RideParams
+	token     string
+	outcome   invariants.ClientOutcome
+	attempts  int
+	replayed  bool
+	clientErr error // an error that is none of the client's three answers: a bug
+}
+
+// load runs the clients and keeps what every call was told.
+type load struct {
+	cfg      *config
+	riders   []rider
+	declined rider
+	hosts    []string
+	base     http.RoundTripper
+
+	wg       sync.WaitGroup
+	inFlight atomic.Int64
+
+	mu      sync.Mutex
+	records []record
+}
+
+func newLoad(cfg *config, st *stack) *load {
+	return &load{
+		cfg:      cfg,
+		riders:   st.riders,
+		declined: st.declined,
+		hosts:    st.apiHosts(),
+		base:     &http.Transport{MaxIdleConnsPerHost: cfg.clients * 2, IdleConnTimeout: 30 * time.Second},
+	}
+}
+
+// start runs cfg.clients clients until stop is closed. Calls in progress then run to their end;
+// wait waits for them. ctx ends them at once (an interrupt).
+func (l *load) start(ctx context.Context, stop <-chan struct{}) {
+	for i := range l.cfg.clients {
+		l.wg.Go(func() { l.client(ctx, stop, rand.New(rand.NewPCG(l.cfg.seed, uint64(i+1)))) })
+	}
+}
+
+func (l *load) wait() { l.wg.Wait() }
+
+// client books rides one after another, each under a fresh key.
+func (l *load) client(ctx context.Context, stop <-chan struct{}, rng *rand.Rand) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
+		r := l.riders[rng.IntN(len(l.riders))]
+		if rng.IntN(100) < percentDeclined {
+			r = l.declined
+		}
+		params := client.RideParams{
+			OriginLat: rng.Float64()*180 - 90, OriginLon: rng.Float64()*360 - 180,
+			TargetLat: rng.Float64()*180 - 90, TargetLon: rng.Float64()*360 - 180,
+		}
+		key, err := client.NewIdempotencyKey()
+		if err != nil {
+			l.add(record{mode: modePlain, clientErr: err})
+			continue
+		}
+		switch n := rng.IntN(100); {
+		case n < percentDoubleTap:
+			var taps sync.WaitGroup
+			for _, start := range []uint64{rng.Uint64(), rng.Uint64()} {
+				taps.Go(func() { l.call(ctx, modeDoubleTap, r, key, params, start) })
+			}
+			taps.Wait()
+		case n < percentDoubleTap+percentAbandon:
+			giveUpAfter := time.Duration(20+rng.IntN(400)) * time.Millisecond
+			abandonCtx, cancel := context.WithTimeout(ctx, giveUpAfter)
+			l.call(abandonCtx, modeAbandoned, r, key, params, rng.Uint64())
+			cancel()
+		default:
+			l.call(ctx, modePlain, r, key, params, rng.Uint64())
+		}
+		time.Sleep(time.Duration(rng.Int64N(int64(maxThinkTime))))
+	}
+}
+
+// call makes one CreateRide call with key and records how it ended. start picks the replica
+// of the first attempt.
+func (l *load) call(ctx context.Context, mode callMode, r rider, key string, params client.RideParams, start uint64) {
+	l.inFlight.Add(1)
+	defer l.inFlight.Add(-1)
+	maxElapsed := clientMaxElapsed
+	if mode == modeRedrive {
+		maxElapsed = redriveMaxElapsed
+	}
+	c := &client.Client{
+		BaseURL: "http://" + l.hosts[0], // the transport picks the replica of each attempt
+		Token:   r.Token,
+		HTTPClient: &http.Client{
+			Timeout:   attemptTimeout,
+			Transport: &roundRobin{hosts: l.hosts, next: start, base: l.base},
+		},
+		MaxElapsed:  maxElapsed,
+		BaseBackoff: clientBaseBackoff,
+		MaxBackoff:  clientMaxBackoff,
+	}
+	res, err := c.CreateRideWithKey(ctx, key, params)
+	rec := record{mode: mode, params: params, token: r.Token,
+		outcome: invariants.ClientOutcome{UserID: r.ID, IdempotencyKey: key}}
+
+	var apiErr *client.APIError
+	var unknown *client.UnknownOutcomeError
+	switch {
+	case err == nil:
+		rec.outcome.Kind = invariants.OutcomeCreated
+		rec.outcome.RideID = res.Ride.ID
+		if res.Ride.StripeChargeID != nil {
+			rec.outcome.ChargeID = *res.Ride.StripeChargeID
+		}
+		rec.attempts, rec.replayed = res.Attempts, res.Replayed
+	case errors.As(err, &apiErr):
+		rec.outcome.Kind = invariants.OutcomeRefused
+		rec.outcome.StatusCode, rec.outcome.Code = apiErr.StatusCode, apiErr.Code
+		rec.attempts, rec.replayed = apiErr.Attempts, apiErr.Replayed
+	case errors.As(err, &unknown):
+		rec.outcome.Kind = invariants.OutcomeUnknown
+		rec.attempts = unknown.Attempts
+	default:
+		rec.outcome.Kind = invariants.OutcomeUnknown
+		rec.clientErr = err
+	}
+	l.add(rec)
+}
+
+func (l *load) add(rec record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, rec)
+}
+
+// snapshot returns a copy of the records so far.
+func (l *load) snapshot() []record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]record(nil), l.records...)
+}
+
+// redrive asks again, with the same key and parameters, about every key whose every call so
+// far ended unknown: what an honest client does when it comes back. It returns how many keys it
+// asked about.
+func (l *load) redrive(ctx context.Context) int {
+	records := l.snapshot()
+	settled := map[string]bool{}
+	for _, rec := range records {
+		if rec.outcome.Kind != invariants.OutcomeUnknown {
+			settled[rec.outcome.IdempotencyKey] = true
+		}
+	}
+	var pending []record
+	for _, rec := range records {
+		if key := rec.outcome.IdempotencyKey; !settled[key] && rec.clientErr == nil {
+			settled[key] = true
+			pending = append(pending, rec)
+		}
+	}
+
+	work := make(chan record)
+	var wg sync.WaitGroup
+	for i := range l.cfg.clients {
+		wg.Go(func() {
+			for rec := range work {
+				r := rider{ID: rec.outcome.UserID, Token: rec.token}
+				l.call(ctx, modeRedrive, r, rec.outcome.IdempotencyKey, rec.params, uint64(i))
+			}
+		})
+	}
+	for _, rec := range pending {
+		work <- rec
+	}
+	close(work)
+	wg.Wait()
+	return len(pending)
+}
+
+// roundRobin sends each attempt of one call to the next API replica, as a client-side load
+// balancer does: an attempt that found its replica dead is retried on another. One roundRobin
+// serves one call, so that its attempts alternate whatever other calls do.
+type roundRobin struct {
+	hosts []string
+	next  uint64
+	base  http.RoundTripper
+}
+
+func (rr *roundRobin) RoundTrip(req *http.Request) (*http.Response, error) {
+	host := rr.hosts[atomic.AddUint64(&rr.next, 1)%uint64(len(rr.hosts))]
+	out := req.Clone(req.Context()) // a RoundTripper must not change the request it was given
+	out.URL.Host, out.Host = host, host
+	resp, err := rr.base.RoundTrip(out)
+	if err != nil {
+		return nil, fmt.Errorf("replica %s: %w", host, err)
+	}
+	return resp, nil
+}

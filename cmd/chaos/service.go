@@ -1,0 +1,186 @@
+package main
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rocketrides/rocketrides/internal/supervisor"
+)
+
+// service keeps one process running the way a process manager does: whenever it exits, for
+// whatever reason, it is started again after restartDelay, until stop. The soak kills the
+// process through it, and it tells a kill from an exit nobody asked for.
+type service struct {
+	label string // e.g. api-1
+	name  string // the command, e.g. api
+	sup   *supervisor.Supervisor
+	logf  func(string, ...any)
+
+	// crashes counts the process's own crashes at fault points, so that stop can tell a
+	// SIGKILL it caused itself while draining from a failure to stop.
+	crashes func() int
+
+	restartMu sync.Mutex // one restartWith at a time, or two could each start a process
+
+	mu       sync.Mutex
+	env      []string
+	proc     *supervisor.Process // nil while waiting to restart
+	stopping bool
+	keeping  chan struct{} // closed when the keeper goroutine returns
+
+	starts          int
+	unexpectedExits int // exits that neither kill nor stop asked for: crashes
+}
+
+// restartDelay is how long a process manager waits before restarting a process that exited:
+// long enough that clients see the replica gone, short enough that the soak keeps its
+// replicas most of the time.
+const restartDelay = 300 * time.Millisecond
+
+func newService(sup *supervisor.Supervisor, events *eventLog, label, name string, env []string) *service {
+	return &service{
+		label:   label,
+		name:    name,
+		sup:     sup,
+		env:     env,
+		logf:    func(format string, args ...any) { events.note(fmt.Sprintf(format, args...)) },
+		crashes: func() int { return events.crashes(label) },
+	}
+}
+
+// start starts the process and keeps it running.
+func (s *service) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopping = false
+	if err := s.startLocked(); err != nil {
+		return err
+	}
+	s.keeping = make(chan struct{})
+	go s.keep(s.proc, s.keeping)
+	return nil
+}
+
+func (s *service) startLocked() error {
+	p, err := s.sup.Start(s.label, s.name, s.env)
+	if err != nil {
+		return fmt.Errorf("error starting %s: %w", s.label, err)
+	}
+	s.proc = p
+	s.starts++
+	return nil
+}
+
+// keep restarts the process each time it exits, until stop.
+func (s *service) keep(p *supervisor.Process, done chan struct{}) {
+	defer close(done)
+	for {
+		<-p.Done()
+		s.mu.Lock()
+		if s.stopping {
+			s.mu.Unlock()
+			return
+		}
+		if !p.Expected() {
+			s.unexpectedExits++
+			s.logf("%s exited by itself: %v", s.label, p.Err())
+		}
+		s.proc = nil
+		s.mu.Unlock()
+
+		for {
+			time.Sleep(restartDelay)
+			s.mu.Lock()
+			if s.stopping {
+				s.mu.Unlock()
+				return
+			}
+			err := s.startLocked()
+			p = s.proc
+			s.mu.Unlock()
+			if err == nil {
+				break
+			}
+			s.logf("%s", err)
+		}
+	}
+}
+
+// kill SIGKILLs the process, as a crash of its machine would, and lets the keeper restart it.
+// It reports false if the process was not running.
+func (s *service) kill() bool {
+	s.mu.Lock()
+	p := s.proc
+	if p == nil || s.stopping {
+		s.mu.Unlock()
+		return false
+	}
+	select {
+	case <-p.Done():
+		s.mu.Unlock()
+		return false
+	default:
+	}
+	s.mu.Unlock()
+	p.Kill()
+	return true
+}
+
+// stop ends the keeping and stops the process with SIGTERM. It returns an error if the process
+// did not exit with status 0 in time, which every process of Rocket Rides promises.
+func (s *service) stop() error {
+	s.mu.Lock()
+	s.stopping = true
+	p, keeping := s.proc, s.keeping
+	s.mu.Unlock()
+	if keeping == nil {
+		return nil
+	}
+	var err error
+	if p != nil {
+		select {
+		case <-p.Done(): // it exited on its own just now: the keeper counted it
+		default:
+			crashesBefore := s.crashes()
+			stopErr := p.Stop()
+			switch {
+			case stopErr == nil:
+			case s.crashes() > crashesBefore:
+				s.logf("%s crashed at a fault point while stopping: %v", s.label, stopErr)
+			default:
+				err = fmt.Errorf("%s did not stop cleanly on SIGTERM: %w", s.label, stopErr)
+			}
+		}
+	}
+	<-keeping
+	return err
+}
+
+// restartWith stops the process and starts it again with env, as a deploy would. Nil env keeps
+// the environment it has.
+func (s *service) restartWith(env []string) error {
+	s.restartMu.Lock()
+	defer s.restartMu.Unlock()
+	stopErr := s.stop()
+	if env != nil {
+		s.mu.Lock()
+		s.env = env
+		s.mu.Unlock()
+	}
+	if err := s.start(); err != nil {
+		return err
+	}
+	return stopErr
+}
+
+// serviceCounts is a copy of a service's counters.
+type serviceCounts struct {
+	starts, unexpectedExits int
+}
+
+func (s *service) counts() serviceCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return serviceCounts{starts: s.starts, unexpectedExits: s.unexpectedExits}
+}

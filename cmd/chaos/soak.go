@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rocketrides/rocketrides/internal/invariants"
+)
+
+// progressEvery is how often the soak prints a progress line.
+const progressEvery = 5 * time.Second
+
+// soak is one run: the load, the faults fired at it, and what settling found.
+type soak struct {
+	cfg      *config
+	st       *stack
+	events   *eventLog
+	progress func(string, ...any)
+	faults   []fault
+	load     *load
+	started  time.Time
+
+	faultsWG  sync.WaitGroup
+	dbMu      sync.Mutex // one database restart at a time
+	latencyMu sync.Mutex // one slow spell at a time
+	fatal     chan error // the stack broke beyond repair (the database did not come back)
+
+	mu          sync.Mutex
+	fired       map[faultKind]int // faults the harness performed; for Stripe faults, queued
+	faultErrors []string          // faults that could not be performed
+
+	// What settling found.
+	unfinishedAtSoakEnd   int // keys not finished when the faults stopped
+	unfinishedAfterSettle int // keys neither the clients nor the completer finished
+	redriven              int
+	jobsRetriedEarly      int
+	stripeChargeRequests  int
+	failures              []string // broken promises that are no invariant of the data: unclean stops, client bugs
+}
+
+func newSoak(cfg *config, st *stack, events *eventLog, progress func(string, ...any)) *soak {
+	return &soak{
+		cfg:      cfg,
+		st:       st,
+		events:   events,
+		progress: progress,
+		faults:   schedule(cfg.seed, cfg.duration, cfg.dbRestarts),
+		load:     newLoad(cfg, st),
+		fatal:    make(chan error, 1),
+		fired:    map[faultKind]int{},
+	}
+}
+
+// run books rides for cfg.duration while the faults fire, then stops both: no new ride is
+// started and no new fault fires, but calls in progress go on (settle waits for them).
+func (s *soak) run(ctx context.Context) error {
+	for _, f := range s.faults {
+		s.events.note("scheduled fault " + f.String())
+	}
+	s.started = time.Now()
+	stopLoad := make(chan struct{})
+	s.load.start(ctx, stopLoad)
+	injectCtx, stopInjecting := context.WithCancel(ctx)
+	s.faultsWG.Go(func() { s.injectAll(injectCtx) })
+
+	ticker := time.NewTicker(progressEvery)
+	defer ticker.Stop()
+	end := time.After(s.cfg.duration)
+	var err error
+loop:
+	for {
+		select {
+		case <-end:
+			break loop
+		case <-ticker.C:
+			s.progress("%s", s.progressLine())
+		case err = <-s.fatal:
+			break loop
+		case <-ctx.Done():
+			err = ctx.Err()
+			break loop
+		}
+	}
+	close(stopLoad)
+	stopInjecting()
+	s.faultsWG.Wait()
+	if err == nil {
+		select {
+		case err = <-s.fatal: // a database restart that failed as the soak ended
+		default:
+		}
+	}
+	s.progress("soak over: %s", s.progressLine())
+	return err
+}
+
+// injectAll fires each scheduled fault at its time, each in a goroutine of its own, so that
+// faults overlap as they do in life: an API dies while the database is down.
+func (s *soak) injectAll(ctx context.Context) {
+	for _, f := range s.faults {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(s.started.Add(f.at))):
+		}
+		s.faultsWG.Go(func() { s.inject(ctx, f) })
+	}
+}
+
+// inject performs one fault.
+func (s *soak) inject(ctx context.Context, f fault) {
+	switch f.kind {
+	case faultAPIKill:
+		s.killOneOf(f, s.st.apis)
+	case faultBackgroundKill:
+		// Not the workers: a worker killed between mailing a receipt and recording it mails it
+		// again, which is documented at-least-once behaviour, and its job would stay running
+		// until River rescues it an hour later.
+		var targets []*service
+		for _, svc := range s.st.background {
+			if svc.name == "enqueuer" || svc.name == "completer" {
+				targets = append(targets, svc)
+			}
+		}
+		s.killOneOf(f, targets)
+	case faultDeploy:
+		// Every process promises to exit 0 within 10 s of SIGTERM, even with requests and jobs
+		// in flight, and to leave nothing behind that a restart cannot pick up.
+		all := s.st.services()
+		svc := all[f.target%len(all)]
+		s.events.note(fmt.Sprintf("fault %s: restarting %s", f.kind, svc.label))
+		s.count(f.kind, 1)
+		if err := svc.restartWith(nil); err != nil {
+			s.fail("%v", err)
+		}
+	case faultStripe500, faultStripeTimeout, faultStripeDrop:
+		if err := s.st.stripe.injectFaults(ctx, stripeFaultNames[f.kind], f.count); err != nil {
+			s.faultFailed(f, err)
+			return
+		}
+		s.count(f.kind, f.count)
+	case faultStripeLatency:
+		s.latencyMu.Lock()
+		defer s.latencyMu.Unlock()
+		if err := s.st.stripe.setLatency(ctx, f.delay); err != nil {
+			s.faultFailed(f, err)
+			return
+		}
+		s.count(f.kind, 1)
+		select {
+		case <-ctx.Done():
+		case <-time.After(f.pause):
+		}
+		if err := s.st.stripe.setLatency(context.WithoutCancel(ctx), 0); err != nil {
+			s.faultFailed(f, err)
+		}
+	case faultDatabaseRestart:
+		s.restartDatabase(ctx, f)
+	}
+}
+
+func (s *soak) killOneOf(f fault, targets []*service) {
+	for i := range targets {
+		svc := targets[(f.target+i)%len(targets)]
+		if svc.kill() {
+			s.events.note(fmt.Sprintf("fault %s: killed %s", f.kind, svc.label))
+			s.count(f.kind, 1)
+			return
+		}
+	}
+	s.events.note(fmt.Sprintf("fault %s: skipped, nothing running to kill", f.kind))
+}
+
+// restartDatabase stops the database, keeps it down for f.pause, and starts it again. Once
+// begun it runs to its end whatever ctx says: a soak must not end with its database down.
+func (s *soak) restartDatabase(ctx context.Context, f fault) {
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	s.events.note("fault db_restart: stopping Postgres")
+	if err := s.st.cluster.StopServer(ctx); err != nil {
+		s.faultFailed(f, err)
+	}
+	time.Sleep(f.pause)
+	var err error
+	for range 3 {
+		if err = s.st.cluster.StartServer(ctx); err == nil {
+			s.events.note("fault db_restart: Postgres is back")
+			s.count(f.kind, 1)
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	select {
+	case s.fatal <- fmt.Errorf("the database did not come back after a restart: %w", err):
+	default:
+	}
+}
+
+func (s *soak) count(kind faultKind, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fired[kind] += n
+}
+
+func (s *soak) faultFailed(f fault, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faultErrors = append(s.faultErrors, fmt.Sprintf("%s: %v", f, err))
+	s.events.note(fmt.Sprintf("fault %s failed: %v", f.kind, err))
+}
+
+func (s *soak) firedCounts() map[faultKind]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[faultKind]int, len(s.fired))
+	for k, v := range s.fired {
+		out[k] = v
+	}
+	return out
+}
+
+// progressLine sums up the soak so far in one line.
+func (s *soak) progressLine() string {
+	var created, refused, unknown int
+	for _, rec := range s.load.snapshot() {
+		switch rec.outcome.Kind {
+		case invariants.OutcomeCreated:
+			created++
+		case invariants.OutcomeRefused:
+			refused++
+		default:
+			unknown++
+		}
+	}
+	fired := s.firedCounts()
+	ev := s.events.counts()
+	return fmt.Sprintf("calls: %d created, %d refused, %d unknown, %d in flight | faults: %d api kills, %d self-crashes, %d stripe, %d db restarts",
+		created, refused, unknown, s.load.inFlight.Load(),
+		fired[faultAPIKill], sumOf(ev.selfCrashes), sumOf(ev.stripeFaults), fired[faultDatabaseRestart])
+}

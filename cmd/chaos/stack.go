@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rocketrides/rocketrides/internal/pgcluster"
+	"github.com/rocketrides/rocketrides/internal/smtptest"
+	"github.com/rocketrides/rocketrides/internal/supervisor"
+)
+
+// The stack's timing, shrunk from production's so that a soak of a minute sees every recovery
+// path many times over.
+const (
+	// lockTimeout lets a key locked by a killed API be taken over after 6 s instead of 90.
+	lockTimeout = 6 * time.Second
+	// stripeTimeout must stay under a third of lockTimeout (the API refuses to start
+	// otherwise); a timeout fault costs a request this long.
+	stripeTimeout = 1500 * time.Millisecond
+	// completerMinAge and completerIdleFor make the completer take on a key whose client has
+	// been gone for a few seconds: it races live clients, which is part of the test.
+	completerMinAge  = 3 * time.Second
+	completerIdleFor = 2 * time.Second
+	completerPause   = 500 * time.Millisecond
+	// enqueuerPoll is the fallback for a NOTIFY lost while the database restarted.
+	enqueuerPoll = 500 * time.Millisecond
+	// stallFor outlasts lockTimeout by enough for the completer (which looks every
+	// completerPause) to take the stalled request's key over, so that the stalled request must
+	// then be fenced off. It stays under the 10 s a SIGTERM'd API has to exit (a stall ignores
+	// cancellation) and under the clients' attemptTimeout.
+	stallFor = lockTimeout + 2500*time.Millisecond
+	// readyTimeout bounds waiting for the first start of the APIs.
+	readyTimeout = 30 * time.Second
+)
+
+// numRiders riders with working cards share the clients, plus one whose card is declined, so
+// that definitive refusals are part of the mix.
+const numRiders = 4
+
+// stack is the running service: a database, the Stripe stand-in, a mail server, and the
+// processes of Rocket Rides, each kept running by a service.
+type stack struct {
+	cfg         *config
+	binDir      string
+	sup         *supervisor.Supervisor
+	cluster     *pgcluster.Cluster
+	databaseURL string
+	pool        *pgxpool.Pool // the harness's own connections, for watching and checking
+	stripe      *stripeControl
+	smtp        *smtptest.Server
+	baseEnv     []string
+
+	riders   []rider
+	declined rider
+
+	apis       []*service
+	apiPorts   []int
+	background []*service // workers, enqueuer, completer
+}
+
+// rider is what admin create-user printed.
+type rider struct {
+	ID    int64  `json:"id"`
+	Email string `json:"email"`
+	Token string `json:"token"`
+}
+
+// startStack builds the commands and starts everything. On error, what was started is stopped.
+func startStack(ctx context.Context, cfg *config, events *eventLog, progress func(string, ...any)) (_ *stack, err error) {
+	st := &stack{cfg: cfg}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, st.close())
+		}
+	}()
+
+	root, err := supervisor.ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	if st.binDir, err = os.MkdirTemp("", "rocketrides-chaos-bin"); err != nil {
+		return nil, fmt.Errorf("error creating directory for binaries: %w", err)
+	}
+	if err := supervisor.Build(ctx, root, st.binDir, "migrate", "fakestripe", "admin", "api", "worker", "enqueuer", "completer"); err != nil {
+		return nil, err
+	}
+	out := supervisor.NewPrefixWriter(events)
+	st.sup = supervisor.New(st.binDir, out)
+	// Nobody waits on Exited: the services watch their own processes. Draining it keeps the
+	// supervisor's goroutines from piling up on a full channel.
+	go func() {
+		for range st.sup.Exited() {
+		}
+	}()
+
+	if err := st.startDatabase(ctx, labelledWriter{out, "postgres"}); err != nil {
+		return nil, err
+	}
+	if st.smtp, err = smtptest.Start(smtptest.Options{}); err != nil {
+		return nil, fmt.Errorf("error starting the mail server: %w", err)
+	}
+
+	st.baseEnv = []string{"DATABASE_URL=" + st.databaseURL}
+	if err := st.sup.RunToEnd(ctx, "migrate", st.baseEnv, "up"); err != nil {
+		return nil, err
+	}
+	if st.pool, err = pgxpool.New(ctx, st.databaseURL); err != nil {
+		return nil, fmt.Errorf("error opening pool: %w", err)
+	}
+
+	stripe, err := st.sup.Start("", "fakestripe", nil, "-addr", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	stripeURL, err := stripe.FirstLine(ctx, "http://")
+	if err != nil {
+		return nil, fmt.Errorf("error starting the Stripe stand-in: %w", err)
+	}
+	st.stripe = newStripeControl(stripeURL)
+
+	st.baseEnv = append(st.baseEnv,
+		"STRIPE_API_KEY=sk_test_rocketrides_chaos",
+		"STRIPE_API_URL="+stripeURL,
+		"SMTP_URL="+st.smtp.URL(),
+		"IDEMPOTENCY_KEY_LOCK_TIMEOUT="+lockTimeout.String(),
+		"STRIPE_TIMEOUT="+stripeTimeout.String(),
+		"COMPLETER_MIN_AGE="+completerMinAge.String(),
+		"COMPLETER_IDLE_FOR="+completerIdleFor.String(),
+		"COMPLETER_INTERVAL="+completerPause.String(),
+		"ENQUEUER_POLL_INTERVAL="+enqueuerPoll.String(),
+		"LOG_FORMAT=text", // event_log.go reads the text format
+	)
+	if err := st.createRiders(ctx); err != nil {
+		return nil, err
+	}
+
+	for i := range cfg.apis {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		st.apiPorts = append(st.apiPorts, port)
+		api := newService(st.sup, events, fmt.Sprintf("api-%d", i+1), "api", st.apiEnv(i, true))
+		st.apis = append(st.apis, api)
+		if err := api.start(); err != nil {
+			return nil, err
+		}
+	}
+	names := []string{"enqueuer", "completer"}
+	for range cfg.workers {
+		names = append(names, "worker")
+	}
+	for i, name := range names {
+		label := name
+		if name == "worker" {
+			label = fmt.Sprintf("worker-%d", i-1)
+		}
+		svc := newService(st.sup, events, label, name, st.baseEnv)
+		st.background = append(st.background, svc)
+		if err := svc.start(); err != nil {
+			return nil, err
+		}
+	}
+	if err := st.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	// A stack that cannot come up cleanly is not worth soaking.
+	for _, svc := range st.services() {
+		if c := svc.counts(); c.unexpectedExits > 0 {
+			return nil, fmt.Errorf("%s exited while the stack was starting; see the log", svc.label)
+		}
+	}
+	progress("stack up: %d APIs on ports %v, %d workers, enqueuer, completer; Stripe stand-in at %s, mail at %s",
+		len(st.apis), st.apiPorts, cfg.workers, stripeURL, st.smtp.Addr)
+	return st, nil
+}
+
+// apiEnv is the environment of the i-th API, with its fault points armed when faulty. The
+// replicas take turns between two profiles. The first crashes at every fault point. The second
+// stalls once the charge is recorded and once Stripe has answered, for longer than the lock
+// timeout: meanwhile the completer takes the key over, and when the stalled request wakes up,
+// fencing must stop it from committing anything. It does not crash, or it would rarely live
+// to the end of a stall.
+func (st *stack) apiEnv(i int, faulty bool) []string {
+	env := append(append([]string(nil), st.baseEnv...), "PORT="+strconv.Itoa(st.apiPorts[i]))
+	if !faulty || st.cfg.crashProb == 0 {
+		return env
+	}
+	p := strconv.FormatFloat(st.cfg.crashProb, 'g', -1, 64)
+	if i%2 == 0 {
+		return append(env, fmt.Sprintf("FAULTS=started=crash@%[1]s,ride_created=crash@%[1]s,charge_created=crash@%[1]s,charge_answered=crash@%[1]s", p))
+	}
+	return append(env, fmt.Sprintf("FAULTS=charge_created=stall:%[2]s@%[1]s,charge_answered=stall:%[2]s@%[1]s", p, stallFor))
+}
+
+// services are every process of Rocket Rides: the APIs, then the others.
+func (st *stack) services() []*service {
+	return append(append([]*service(nil), st.apis...), st.background...)
+}
+
+// apiHosts are the APIs' host:port, for the clients.
+func (st *stack) apiHosts() []string {
+	hosts := make([]string, len(st.apiPorts))
+	for i, port := range st.apiPorts {
+		hosts[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	}
+	return hosts
+}
+
+func (st *stack) startDatabase(ctx context.Context, log io.Writer) error {
+	cluster, err := pgcluster.Start(ctx, pgcluster.Config{Logger: slog.New(slog.NewTextHandler(log, nil))})
+	if err != nil {
+		return err
+	}
+	st.cluster = cluster
+	conn, err := pgx.Connect(ctx, cluster.URL("postgres"))
+	if err != nil {
+		return fmt.Errorf("error connecting to Postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE rocketrides"); err != nil {
+		return fmt.Errorf("error creating database: %w", err)
+	}
+	st.databaseURL = cluster.URL("rocketrides")
+	return nil
+}
+
+func (st *stack) createRiders(ctx context.Context) error {
+	create := func(email, card string) (rider, error) {
+		var r rider
+		out, err := st.sup.Output(ctx, "admin", st.baseEnv, "create-user", "-email", email, "-card", card)
+		if err != nil {
+			return r, err
+		}
+		if err := json.Unmarshal(out, &r); err != nil {
+			return r, fmt.Errorf("error reading create-user output %q: %w", out, err)
+		}
+		return r, nil
+	}
+	for i := range numRiders {
+		r, err := create(fmt.Sprintf("rider%d@rocketrides.example", i+1), "tok_visa")
+		if err != nil {
+			return err
+		}
+		st.riders = append(st.riders, r)
+	}
+	var err error
+	st.declined, err = create("declined@rocketrides.example", "tok_chargeCustomerFail")
+	return err
+}
+
+// waitReady waits for every API to answer /readyz.
+func (st *stack) waitReady(ctx context.Context) error {
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(readyTimeout)
+	for _, host := range st.apiHosts() {
+		for {
+			resp, err := client.Get("http://" + host + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the API at %s was not ready within %s", host, readyTimeout)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// close stops everything that runs, the database last.
+func (st *stack) close() error {
+	var errs []error
+	for _, svc := range st.services() {
+		_ = svc.stop() // already stopped by settle, unless the soak was cut short
+	}
+	if st.sup != nil {
+		if err := st.sup.StopAll(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if st.pool != nil {
+		st.pool.Close()
+	}
+	if st.smtp != nil {
+		_ = st.smtp.Close() // in memory; nothing to lose
+	}
+	if st.cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := st.cluster.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("error stopping Postgres: %w", err))
+		}
+	}
+	if st.binDir != "" {
+		_ = os.RemoveAll(st.binDir) // a temporary directory; the OS cleans it up eventually
+	}
+	return errors.Join(errs...)
+}
+
+// labelledWriter writes each line written to it under label, like the processes' output.
+type labelledWriter struct {
+	out   *supervisor.PrefixWriter
+	label string
+}
+
+func (w labelledWriter) Write(p []byte) (int, error) {
+	for line := range strings.Lines(string(p)) {
+		w.out.Line(w.label, strings.TrimRight(line, "\n"))
+	}
+	return len(p), nil
+}
+
+// freePort returns a loopback port that was free a moment ago. Each API keeps its port across
+// restarts, so that clients find it again.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("error finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/rocketrides/rocketrides/internal/invariants"
+)
+
+// summary is what a soak did and found: printed as a table, and written as JSON for the test
+// and for anyone comparing runs.
+type summary struct {
+	Seed     uint64 `json:"seed"`
+	Duration string `json:"duration"`
+	Clients  int    `json:"clients"`
+	LogFile  string `json:"log_file"`
+
+	// Requests counts the rides clients asked for during the soak (a double tap counts twice);
+	// Redriven the keys asked about again afterwards. Outcomes are by kind, re-drives included.
+	Requests    int            `json:"requests"`
+	Redriven    int            `json:"redriven"`
+	CallsByMode map[string]int `json:"calls_by_mode"`
+	Outcomes    map[string]int `json:"outcomes"`
+	Attempts    int            `json:"attempts"`
+	Retries     int            `json:"retries"`
+	Replays     int            `json:"replays"`
+
+	// Faults counts the faults that fired, by kind; StripeFaultsQueued those asked of the Stripe
+	// stand-in, which fire only when a charge request comes to take them.
+	Faults             map[string]int `json:"faults"`
+	SelfCrashesByPoint map[string]int `json:"self_crashes_by_point"`
+	StallsByPoint      map[string]int `json:"stalls_by_point"`
+	StripeFaultsQueued map[string]int `json:"stripe_faults_queued"`
+	FaultErrors        []string       `json:"fault_errors,omitempty"`
+	ProcessStarts      map[string]int `json:"process_starts"`
+
+	UnfinishedAtSoakEnd     int `json:"unfinished_at_soak_end"`
+	UnfinishedAfterSettle   int `json:"unfinished_after_settle"`
+	CompleterFinished       int `json:"completer_finished"`
+	Fenced                  int `json:"fenced"`
+	ReceiptJobsRetriedEarly int `json:"receipt_jobs_retried_early"`
+	ReceiptRaces            int `json:"receipt_races"`
+	StripeChargeRequests    int `json:"stripe_charge_requests"`
+
+	Keys             int      `json:"keys"`
+	KeysCreated      int      `json:"keys_created"`
+	KeysRefused      int      `json:"keys_refused"`
+	Rides            int      `json:"rides"`
+	ChargedRides     int      `json:"charged_rides"`
+	SucceededCharges int      `json:"succeeded_charges"`
+	FailedCharges    int      `json:"failed_charges"`
+	Receipts         int      `json:"receipts"`
+	Emails           int      `json:"emails"`
+	DuplicateEmails  int      `json:"duplicate_emails"`
+	ForReview        []string `json:"for_review,omitempty"`
+
+	// Checked is true once the invariants were checked; a soak cut short never gets there.
+	Checked    bool     `json:"checked"`
+	Violations []string `json:"violations"`
+	Failures   []string `json:"failures"`
+
+	Timings struct {
+		BringUp float64 `json:"bring_up_s"`
+		Soak    float64 `json:"soak_s"`
+		Settle  float64 `json:"settle_s"`
+		Check   float64 `json:"check_s"`
+		Total   float64 `json:"total_s"`
+	} `json:"timings"`
+}
+
+// addSoak takes in the calls, the faults and the processes of the soak.
+func (sum *summary) addSoak(s *soak) {
+	sum.CallsByMode, sum.Outcomes = map[string]int{}, map[string]int{}
+	for _, rec := range s.load.snapshot() {
+		sum.CallsByMode[string(rec.mode)]++
+		if rec.mode != modeRedrive {
+			sum.Requests++
+		}
+		sum.Attempts += rec.attempts
+		sum.Retries += max(rec.attempts-1, 0)
+		if rec.replayed {
+			sum.Replays++
+		}
+		sum.Outcomes[outcomeLabel(rec)]++
+	}
+	sum.Redriven = s.redriven
+	sum.Faults, sum.StripeFaultsQueued = map[string]int{}, map[string]int{}
+	for kind, n := range s.firedCounts() {
+		if name, ok := stripeFaultNames[kind]; ok {
+			sum.StripeFaultsQueued[name] = n
+		} else {
+			sum.Faults[string(kind)] = n
+		}
+	}
+	s.mu.Lock()
+	sum.FaultErrors = append(sum.FaultErrors, s.faultErrors...)
+	sum.Failures = append(sum.Failures, s.failures...)
+	s.mu.Unlock()
+	sum.ProcessStarts = map[string]int{}
+	for _, svc := range s.st.services() {
+		sum.ProcessStarts[svc.label] = svc.counts().starts
+	}
+	sum.UnfinishedAtSoakEnd, sum.UnfinishedAfterSettle = s.unfinishedAtSoakEnd, s.unfinishedAfterSettle
+	sum.ReceiptJobsRetriedEarly = s.jobsRetriedEarly
+	sum.StripeChargeRequests = s.stripeChargeRequests
+}
+
+// addEvents takes in what the processes' logs told.
+func (sum *summary) addEvents(l *eventLog) {
+	c := l.counts()
+	if sum.Faults == nil {
+		sum.Faults = map[string]int{}
+	}
+	sum.Faults["api_self_crash"] = sumOf(c.selfCrashes)
+	sum.SelfCrashesByPoint = c.selfCrashes
+	sum.Faults["api_stall"] = sumOf(c.stalls)
+	sum.StallsByPoint = c.stalls
+	for kind, name := range stripeFaultNames {
+		sum.Faults[string(kind)] = c.stripeFaults[name]
+	}
+	sum.CompleterFinished = c.completerFinished
+	sum.Fenced = c.fenced
+	sum.ReceiptRaces = c.receiptRaces
+}
+
+// addReport takes in the invariant checker's report, and the failures found while checking.
+func (sum *summary) addReport(r *invariants.Report) {
+	sum.Checked = true
+	sum.Keys, sum.KeysCreated, sum.KeysRefused = r.Keys, r.KeysCreated, r.KeysRefused
+	sum.Rides, sum.ChargedRides, sum.Receipts = r.Rides, r.ChargedRides, r.ReceiptsRecorded
+	sum.SucceededCharges, sum.FailedCharges = r.SucceededCharges, r.FailedCharges
+	sum.Emails, sum.DuplicateEmails = r.Emails, r.DuplicateEmails
+	sum.ForReview = r.ForReview
+	for _, v := range r.Violations {
+		sum.Violations = append(sum.Violations, v.String())
+	}
+}
+
+// outcomeLabel names how a call ended, for counting.
+func outcomeLabel(rec record) string {
+	switch rec.outcome.Kind {
+	case invariants.OutcomeCreated:
+		if rec.replayed {
+			return "created (replayed)"
+		}
+		return "created"
+	case invariants.OutcomeRefused:
+		return fmt.Sprintf("refused %d %s", rec.outcome.StatusCode, rec.outcome.Code)
+	}
+	switch {
+	case rec.clientErr != nil:
+		return "client error"
+	case rec.mode == modeAbandoned:
+		return "unknown (abandoned by the app)"
+	default:
+		return "unknown (client gave up)"
+	}
+}
+
+func (sum *summary) print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(label string, format string, args ...any) {
+		fmt.Fprintf(tw, "  %s\t%s\n", label, fmt.Sprintf(format, args...))
+	}
+	section := func(title string) { fmt.Fprintf(tw, "%s\t\n", title) }
+
+	section(fmt.Sprintf("\nChaos soak: seed %d, %s, %d clients", sum.Seed, sum.Duration, sum.Clients))
+	section("Requests")
+	row("ride requests", "%d client calls", sum.Requests)
+	row("calls by kind", "%s", formatCounts(sum.CallsByMode))
+	row("HTTP attempts", "%d (%d retries)", sum.Attempts, sum.Retries)
+	row("replayed answers", "%d", sum.Replays)
+	row("asked again after unknown", "%d keys", sum.Redriven)
+	section("Outcomes")
+	for _, label := range slices.Sorted(maps.Keys(sum.Outcomes)) {
+		row(label, "%d", sum.Outcomes[label])
+	}
+	section("Faults fired")
+	for _, kind := range slices.Sorted(maps.Keys(sum.Faults)) {
+		detail := ""
+		switch {
+		case kind == "api_self_crash":
+			detail = " (" + formatCounts(sum.SelfCrashesByPoint) + ")"
+		case kind == "api_stall":
+			detail = " (" + formatCounts(sum.StallsByPoint) + ")"
+		case stripeFaultNames[faultKind(kind)] != "":
+			detail = fmt.Sprintf(" of %d queued", sum.StripeFaultsQueued[stripeFaultNames[faultKind(kind)]])
+		}
+		row(kind, "%d%s", sum.Faults[kind], detail)
+	}
+	if len(sum.FaultErrors) > 0 {
+		row("faults that failed", "%d", len(sum.FaultErrors))
+	}
+	row("process starts", "%s", formatCounts(sum.ProcessStarts))
+	section("Recovery")
+	row("keys unfinished", "%d when the faults stopped, %d once clients and completer were done", sum.UnfinishedAtSoakEnd, sum.UnfinishedAfterSettle)
+	row("keys the completer finished", "%d", sum.CompleterFinished)
+	row("stalled requests fenced off", "%d (answered 409 after losing their key)", sum.Fenced)
+	row("receipt jobs retried early", "%d", sum.ReceiptJobsRetriedEarly)
+	section("State")
+	row("idempotency keys", "%d (%d created, %d refused)", sum.Keys, sum.KeysCreated, sum.KeysRefused)
+	row("rides", "%d (%d charged)", sum.Rides, sum.ChargedRides)
+	row("Stripe", "%d charge requests, %d succeeded charges, %d declined", sum.StripeChargeRequests, sum.SucceededCharges, sum.FailedCharges)
+	row("receipts", "%d recorded, %d emails (%d duplicate deliveries)", sum.Receipts, sum.Emails, sum.DuplicateEmails)
+	row("for review", "%d", len(sum.ForReview))
+	section("Timings")
+	row("seconds", "bring-up %.1f, soak %.1f, settle %.1f, check %.1f, total %.1f",
+		sum.Timings.BringUp, sum.Timings.Soak, sum.Timings.Settle, sum.Timings.Check, sum.Timings.Total)
+	_ = tw.Flush() // stdout; nothing to do if it fails
+
+	for _, s := range sum.ForReview {
+		fmt.Fprintf(w, "FOR REVIEW  %s\n", s)
+	}
+	for _, s := range sum.FaultErrors {
+		fmt.Fprintf(w, "FAULT ERROR %s\n", s)
+	}
+	for _, s := range sum.Failures {
+		fmt.Fprintf(w, "FAILURE     %s\n", s)
+	}
+	for _, s := range sum.Violations {
+		fmt.Fprintf(w, "VIOLATION   %s\n", s)
+	}
+	switch {
+	case !sum.Checked:
+		fmt.Fprintf(w, "\nThe soak did not run to its end; the invariants were not checked.\n")
+	case len(sum.Violations)+len(sum.Failures) == 0:
+		fmt.Fprintf(w, "\nEvery invariant held.\n")
+	}
+}
+
+func (sum *summary) writeJSON(path string) error {
+	b, err := json.MarshalIndent(sum, "", "  ")
+	if err != nil {
+		return fmt.Errorf("error encoding summary: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("error writing summary: %w", err)
+	}
+	return nil
+}
+
+func formatCounts(m map[string]int) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sumOf(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

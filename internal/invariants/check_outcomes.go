@@ -1,0 +1,119 @@
+package invariants
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/rocketrides/rocketrides/internal/problem"
+)
+
+// checkOutcomes holds what clients were told to each other and to the database. Every call with
+// one key must hear the same story (one ride, or one final refusal), and that story must be the
+// one the database tells. An unknown outcome is always honest and never checked.
+func (c *checker) checkOutcomes() {
+	groups := map[userKey][]ClientOutcome{}
+	var order []userKey
+	for _, o := range c.observed.Outcomes {
+		uk := userKey{o.UserID, o.IdempotencyKey}
+		if _, ok := groups[uk]; !ok {
+			order = append(order, uk)
+		}
+		groups[uk] = append(groups[uk], o)
+	}
+	for _, uk := range order {
+		c.checkOutcomeGroup(uk, groups[uk])
+	}
+}
+
+// answer is one distinct thing clients were told about a key.
+type answer struct {
+	kind       OutcomeKind
+	rideID     int64
+	chargeID   string
+	statusCode int
+	code       string
+}
+
+func (a answer) String() string {
+	if a.kind == OutcomeCreated {
+		return fmt.Sprintf("201 ride %d charged %s", a.rideID, a.chargeID)
+	}
+	return fmt.Sprintf("%d %s", a.statusCode, a.code)
+}
+
+func (c *checker) checkOutcomeGroup(uk userKey, outcomes []ClientOutcome) {
+	// The distinct final answers, in the order first heard. Refusals that are not stored on the
+	// key (a 422 for reused parameters, say) are answers to a different request and don't count.
+	var answers []answer
+	for _, o := range outcomes {
+		var a answer
+		switch {
+		case o.Kind == OutcomeCreated:
+			a = answer{kind: OutcomeCreated, rideID: o.RideID, chargeID: o.ChargeID}
+		case o.Kind == OutcomeRefused && isFinalRefusal(o.StatusCode, o.Code):
+			a = answer{kind: OutcomeRefused, statusCode: o.StatusCode, code: o.Code}
+		default:
+			continue
+		}
+		if !containsAnswer(answers, a) {
+			answers = append(answers, a)
+		}
+	}
+	who := fmt.Sprintf("key %q of user %d", uk.key, uk.userID)
+	if len(answers) > 1 {
+		c.violate(RuleOutcomeConflict, "%s: clients were told %d different things: %v", who, len(answers), answers)
+	}
+
+	key := c.keysByUserKey[uk]
+	for _, a := range answers {
+		switch {
+		case key == nil:
+			c.violate(RuleOutcomeContradicted, "%s: a client was told %s, but the database has no such key", who, a)
+		case a.kind == OutcomeCreated:
+			c.checkCreatedAnswer(key, a)
+		case key.ResponseCode == nil || *key.ResponseCode != a.statusCode:
+			c.violate(RuleOutcomeContradicted, "a client was told %s, but %s%s", a, describeKey(key), c.describeKeyRide(key))
+		}
+	}
+}
+
+// checkCreatedAnswer holds a 201 a client saw to the key and ride rows.
+func (c *checker) checkCreatedAnswer(key *keyRow, a answer) {
+	ride := c.ridesByID[a.rideID]
+	switch {
+	case key.ResponseCode == nil || *key.ResponseCode != 201:
+		c.violate(RuleOutcomeContradicted, "a client was told %s, but %s did not finish with 201%s", a, describeKey(key), c.describeKeyRide(key))
+	case ride == nil:
+		c.violate(RuleOutcomeContradicted, "a client was told %s by %s, but there is no ride %d", a, describeKey(key), a.rideID)
+	case ride.IdempotencyKeyID == nil || *ride.IdempotencyKeyID != key.ID:
+		c.violate(RuleOutcomeContradicted, "a client was told %s by %s, but ride %d belongs to key %s",
+			a, describeKey(key), ride.ID, optInt(ride.IdempotencyKeyID))
+	case optString(ride.StripeChargeID) != a.chargeID:
+		c.violate(RuleOutcomeContradicted, "a client was told %s by %s, but ride %d records charge %s",
+			a, describeKey(key), ride.ID, optString(ride.StripeChargeID))
+	}
+}
+
+func (c *checker) describeKeyRide(key *keyRow) string {
+	rides := c.ridesByKeyID[key.ID]
+	if len(rides) == 0 {
+		return ", and has no ride"
+	}
+	return fmt.Sprintf(", and has ride %d charged %s", rides[0].ID, optString(rides[0].StripeChargeID))
+}
+
+// isFinalRefusal reports whether a refusal is one the API stores on the key and replays to
+// every later call: a 402, or a 500 payment_needs_review.
+func isFinalRefusal(status int, code string) bool {
+	return status == http.StatusPaymentRequired ||
+		(status == http.StatusInternalServerError && code == string(problem.CodePaymentNeedsReview))
+}
+
+func containsAnswer(answers []answer, a answer) bool {
+	for _, b := range answers {
+		if b == a {
+			return true
+		}
+	}
+	return false
+}

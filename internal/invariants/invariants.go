@@ -1,0 +1,267 @@
+// Package invariants checks that Rocket Rides kept its promises, after the fact: every ride
+// that was booked was charged exactly once and got exactly one receipt, Stripe holds no charge
+// that no ride accounts for, nothing was left half done, and no client was told something the
+// database contradicts. The chaos soak (cmd/chaos) runs it after a storm of crashes and faults;
+// it is equally an audit a person could run against a copy of production.
+//
+// Check looks at a quiescent system: once the processes are stopped, or at least idle, and the
+// queues drained. Against a live one, requests in flight show up as locked keys.
+package invariants
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Rule names one invariant; every violation says which one it broke.
+type Rule string
+
+// The invariants. Each is checked over the whole state, and every breach is reported, not just
+// the first, so that one run of a soak tells the whole story.
+const (
+	// RuleCreatedWithoutRide: a key that finished with 201 has no ride.
+	RuleCreatedWithoutRide Rule = "created_without_ride"
+	// RuleCreatedRideUncharged: a key that finished with 201 has a ride without a charge.
+	RuleCreatedRideUncharged Rule = "created_ride_uncharged"
+	// RuleCreatedResponseMismatch: the 201 stored on a key names another ride or charge than the
+	// ride row does, so replays tell clients something the database does not hold.
+	RuleCreatedResponseMismatch Rule = "created_response_mismatch"
+	// RuleCreatedChargeCount: a key that finished with 201 does not have exactly one succeeded
+	// charge at Stripe under its Stripe idempotency key.
+	RuleCreatedChargeCount Rule = "created_charge_count"
+	// RuleReceiptMissing: a booked ride has no receipt recorded, or its receipt never reached
+	// the mail server.
+	RuleReceiptMissing Rule = "receipt_missing"
+	// RuleReceiptEmailDuplicate: one receipt was delivered more than once (strict mode only).
+	RuleReceiptEmailDuplicate Rule = "receipt_email_duplicate"
+	// RuleReceiptEmailUnmatched: an email went out that no recorded receipt accounts for, or to
+	// someone other than the ride's rider.
+	RuleReceiptEmailUnmatched Rule = "receipt_email_unmatched"
+	// RuleChargeOrphan: Stripe holds a succeeded charge that no ride records and no person was
+	// asked to review: money taken for nothing.
+	RuleChargeOrphan Rule = "charge_orphan"
+	// RuleChargeDuplicate: two succeeded charges for one Stripe idempotency key, or for one ride.
+	RuleChargeDuplicate Rule = "charge_duplicate"
+	// RuleChargeMismatch: a ride records a charge Stripe does not hold as succeeded, or the
+	// charge is for another customer or amount, or the key's charge is not the ride's.
+	RuleChargeMismatch Rule = "charge_mismatch"
+	// RuleChargedNotCreated: a ride was charged but its key finished with another answer than
+	// 201, so the client can never learn of the charge.
+	RuleChargedNotCreated Rule = "charged_not_created"
+	// RuleKeyLocked: a key is still locked, and nobody recorded it for review.
+	RuleKeyLocked Rule = "key_locked"
+	// RuleKeyUnfinished: a key never finished, and nobody recorded it for review.
+	RuleKeyUnfinished Rule = "key_unfinished"
+	// RuleStagedJobLeft: a staged job never reached the job queue.
+	RuleStagedJobLeft Rule = "staged_job_left"
+	// RuleReceiptJobPending: a receipt job is neither completed, cancelled nor discarded.
+	RuleReceiptJobPending Rule = "receipt_job_pending"
+	// RuleOutcomeConflict: calls with one key were told different things: two rides, or a ride
+	// and a final refusal. That is the silent duplicate idempotency keys exist to prevent.
+	RuleOutcomeConflict Rule = "outcome_conflict"
+	// RuleOutcomeContradicted: a client was told something the database contradicts: a ride
+	// that is not the key's, or a refusal for a key that was in fact booked and charged.
+	RuleOutcomeContradicted Rule = "outcome_contradicted"
+)
+
+// Violation is one breach of one invariant, with the ids a person needs to look into it.
+type Violation struct {
+	Rule   Rule
+	Detail string
+}
+
+func (v Violation) String() string { return string(v.Rule) + ": " + v.Detail }
+
+// Report is what Check found: counts that describe the state, and every violation.
+type Report struct {
+	Keys             int // idempotency keys
+	KeysCreated      int // finished with 201
+	KeysRefused      int // finished with a stored error (402, 500 payment_needs_review)
+	Rides            int
+	ChargedRides     int
+	ReceiptsRecorded int
+	SucceededCharges int
+	FailedCharges    int // declined cards; they take no money
+	Emails           int // messages the mail server accepted, when a Mailbox was given
+	DuplicateEmails  int // second and later deliveries of one receipt
+
+	// ForReview describes each request recorded in abandoned_requests: the system could not
+	// finish it alone and a person has to. They break no invariant, but a soak should have none.
+	ForReview []string
+
+	Violations []Violation
+}
+
+// OK reports whether no invariant was broken.
+func (r *Report) OK() bool { return len(r.Violations) == 0 }
+
+// Rules returns the distinct rules broken, sorted, for tests and summaries.
+func (r *Report) Rules() []Rule {
+	var rules []Rule
+	for _, v := range r.Violations {
+		if !slices.Contains(rules, v.Rule) {
+			rules = append(rules, v.Rule)
+		}
+	}
+	slices.Sort(rules)
+	return rules
+}
+
+// Check reads the database through db in one consistent snapshot and holds it, and what was
+// observed, to every invariant. The error is for failing to read, never for a violation.
+func Check(ctx context.Context, db Beginner, observed Observed) (*Report, error) {
+	snap, err := readSnapshot(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	c := newChecker(snap, observed)
+	c.checkCreated()
+	c.checkCharges()
+	c.checkQuiescent()
+	c.checkOutcomes()
+	if observed.Mailbox != nil {
+		c.checkMailbox(observed.Mailbox)
+	}
+	return c.report, nil
+}
+
+// userKey identifies an idempotency key the way clients do: keys are scoped per rider.
+type userKey struct {
+	userID int64
+	key    string
+}
+
+// checker holds the snapshot indexed every way the rules look it up.
+type checker struct {
+	snap     *snapshot
+	observed Observed
+	report   *Report
+
+	keysByID         map[int64]*keyRow
+	keysByUserKey    map[userKey]*keyRow
+	ridesByID        map[int64]*rideRow
+	ridesByKeyID     map[int64][]*rideRow
+	ridesByChargeID  map[string][]*rideRow
+	succeeded        map[string]Charge   // succeeded charges by id
+	succeededByKey   map[string][]Charge // succeeded charges by Stripe idempotency key
+	forReviewKeyIDs  map[int64]bool
+	forReviewRideIDs map[int64]bool
+	receiptJobs      map[int64][]riverJobRow // by ride id
+}
+
+func newChecker(snap *snapshot, observed Observed) *checker {
+	c := &checker{
+		snap:             snap,
+		observed:         observed,
+		report:           &Report{Keys: len(snap.keys), Rides: len(snap.rides)},
+		keysByID:         map[int64]*keyRow{},
+		keysByUserKey:    map[userKey]*keyRow{},
+		ridesByID:        map[int64]*rideRow{},
+		ridesByKeyID:     map[int64][]*rideRow{},
+		ridesByChargeID:  map[string][]*rideRow{},
+		succeeded:        map[string]Charge{},
+		succeededByKey:   map[string][]Charge{},
+		forReviewKeyIDs:  map[int64]bool{},
+		forReviewRideIDs: map[int64]bool{},
+		receiptJobs:      map[int64][]riverJobRow{},
+	}
+	for i := range snap.keys {
+		k := &snap.keys[i]
+		c.keysByID[k.ID] = k
+		c.keysByUserKey[userKey{k.UserID, k.IdempotencyKey}] = k
+		switch {
+		case k.ResponseCode == nil:
+		case *k.ResponseCode == 201:
+			c.report.KeysCreated++
+		default:
+			c.report.KeysRefused++
+		}
+	}
+	for i := range snap.rides {
+		r := &snap.rides[i]
+		c.ridesByID[r.ID] = r
+		if r.IdempotencyKeyID != nil {
+			c.ridesByKeyID[*r.IdempotencyKeyID] = append(c.ridesByKeyID[*r.IdempotencyKeyID], r)
+		}
+		if r.StripeChargeID != nil {
+			c.report.ChargedRides++
+			c.ridesByChargeID[*r.StripeChargeID] = append(c.ridesByChargeID[*r.StripeChargeID], r)
+		}
+		if r.ReceiptSentAt != nil {
+			c.report.ReceiptsRecorded++
+		}
+	}
+	for _, ch := range observed.Charges {
+		if ch.Status != ChargeStatusSucceeded {
+			c.report.FailedCharges++
+			continue
+		}
+		c.report.SucceededCharges++
+		c.succeeded[ch.ID] = ch
+		if ch.IdempotencyKey != "" {
+			c.succeededByKey[ch.IdempotencyKey] = append(c.succeededByKey[ch.IdempotencyKey], ch)
+		}
+	}
+	for _, a := range snap.abandoned {
+		if a.IdempotencyKeyID != nil {
+			c.forReviewKeyIDs[*a.IdempotencyKeyID] = true
+		}
+		if a.RideID != nil {
+			c.forReviewRideIDs[*a.RideID] = true
+		}
+		c.report.ForReview = append(c.report.ForReview, fmt.Sprintf(
+			"abandoned request %d: key %q of user %d, ride %s, reason %s",
+			a.ID, a.IdempotencyKey, a.UserID, optInt(a.RideID), a.Reason))
+	}
+	for _, j := range snap.receiptJobs {
+		if j.RideID != nil {
+			c.receiptJobs[*j.RideID] = append(c.receiptJobs[*j.RideID], j)
+		}
+	}
+	return c
+}
+
+func (c *checker) violate(rule Rule, format string, args ...any) {
+	c.report.Violations = append(c.report.Violations, Violation{Rule: rule, Detail: fmt.Sprintf(format, args...)})
+}
+
+// describeKey names a key with everything needed to find it and see how far it got.
+func describeKey(k *keyRow) string {
+	s := fmt.Sprintf("key %d (%q of user %d, at %s, response %s", k.ID, k.IdempotencyKey, k.UserID,
+		k.RecoveryPoint, optInt(k.ResponseCode))
+	if k.ResponseProblemCode != nil {
+		s += " " + *k.ResponseProblemCode
+	}
+	s += ", stripe key " + k.StripeIdempotencyKey
+	if k.LockedAt != nil {
+		s += ", locked at " + k.LockedAt.UTC().Format("15:04:05.000")
+	}
+	if k.LastError != nil {
+		s += fmt.Sprintf(", last error %q", *k.LastError)
+	}
+	return s + ")"
+}
+
+func describeCharges(charges []Charge) string {
+	parts := make([]string, 0, len(charges))
+	for _, ch := range charges {
+		parts = append(parts, fmt.Sprintf("%s (%s, ride %s, stripe key %s)", ch.ID, ch.Status, ch.Metadata["ride_id"], ch.IdempotencyKey))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func optInt[T int | int64](v *T) string {
+	if v == nil {
+		return "none"
+	}
+	return fmt.Sprint(*v)
+}
+
+func optString(v *string) string {
+	if v == nil {
+		return "none"
+	}
+	return *v
+}
