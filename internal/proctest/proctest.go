@@ -59,7 +59,7 @@ func Build(t testing.TB, name string) string {
 type Process struct {
 	Name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *SyncBuffer
 	done chan struct{}
 	err  error
 }
@@ -74,7 +74,7 @@ func Start(t testing.TB, path string, env []string, args ...string) *Process {
 // StartIn is Start with the working directory dir.
 func StartIn(t testing.TB, dir, path string, env []string, args ...string) *Process {
 	t.Helper()
-	p := &Process{Name: filepath.Base(path), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Process{Name: filepath.Base(path), out: &SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(path, args...)
 	p.cmd.Dir = dir
 	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
@@ -209,18 +209,20 @@ func WaitOutput(t testing.TB, p *Process, substr string, timeout time.Duration) 
 	return ""
 }
 
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for one writer and concurrent readers: the output of a
+// child process, copied in by exec while a test reads it.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

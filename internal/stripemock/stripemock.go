@@ -14,9 +14,11 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
+	"sync"
 	"time"
+
+	"github.com/rocketrides/rocketrides/internal/proctest"
 )
 
 // startTimeout bounds the wait for a started stripe-mock to answer. It loads and indexes the
@@ -52,7 +54,7 @@ func Start(tb testing.TB) string {
 		tb.Fatalf("stripemock: %v", err)
 	}
 
-	output := &syncBuffer{}
+	output := &proctest.SyncBuffer{}
 	// Port 0 lets the kernel pick a free port, which stripe-mock then prints: no race with
 	// another test over a port picked in advance.
 	cmd := exec.Command(bin, "-http-addr", "127.0.0.1:0")
@@ -81,7 +83,7 @@ func Start(tb testing.TB) string {
 }
 
 // waitUntilAnswering waits for stripe-mock to print its address and then to answer a request.
-func waitUntilAnswering(ctx context.Context, output *syncBuffer, exited <-chan struct{}) (string, error) {
+func waitUntilAnswering(ctx context.Context, output *proctest.SyncBuffer, exited <-chan struct{}) (string, error) {
 	const pollInterval = 20 * time.Millisecond
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
@@ -122,23 +124,4 @@ func answers(ctx context.Context, url string) bool {
 	}
 	_ = res.Body.Close() // only the status line mattered
 	return true
-}
-
-// syncBuffer collects stripe-mock's output, written by exec's copying goroutines while
-// waitUntilAnswering reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
