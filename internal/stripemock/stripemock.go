@@ -14,8 +14,8 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"testing"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/rocketrides/rocketrides/internal/proctest"
