@@ -1,0 +1,63 @@
+package phases
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stripe/stripe-go/v76"
+
+	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/models"
+)
+
+// TestChargeOutcome pins how every kind of failed charge is classified: refused for good
+// (stored 402), stuck at Stripe (stored 500 for review), or indeterminate (503, retried).
+func TestChargeOutcome(t *testing.T) {
+	t.Parallel()
+
+	replayed := func(e *stripe.Error) *stripe.Error {
+		e.LastResponse = &stripe.APIResponse{Header: http.Header{"Idempotent-Replayed": []string{"true"}}}
+		return e
+	}
+	tests := []struct {
+		name    string
+		err     error
+		refusal problem.Code // "" when not a definitive refusal
+		stuck   string       // "" when not stuck
+		retry   bool         // indeterminate: retried with the same key
+	}{
+		{"CardDeclined", &stripe.Error{Type: stripe.ErrorTypeCard, HTTPStatusCode: 402, Msg: "declined"}, problem.CodeCardDeclined, "", false},
+		{"NoSuchCustomer", &stripe.Error{Type: stripe.ErrorTypeInvalidRequest, HTTPStatusCode: 400}, problem.CodePaymentRejected, "", false},
+		{"NotFound", &stripe.Error{Type: stripe.ErrorTypeInvalidRequest, HTTPStatusCode: 404}, problem.CodePaymentRejected, "", false},
+		{"OurAPIKeyRejected", &stripe.Error{Type: stripe.ErrorTypeInvalidRequest, HTTPStatusCode: 401}, "", "", true},
+		{"Forbidden", &stripe.Error{Type: stripe.ErrorTypeInvalidRequest, HTTPStatusCode: 403}, "", "", true},
+		{"RateLimited", &stripe.Error{Type: stripe.ErrorTypeInvalidRequest, HTTPStatusCode: 429}, "", "", true},
+		{"KeyInFlightElsewhere", &stripe.Error{Type: stripe.ErrorTypeIdempotency, HTTPStatusCode: 409}, "", "", true},
+		{"ServerError", &stripe.Error{Type: stripe.ErrorTypeAPI, HTTPStatusCode: 500}, "", "", true},
+		{"BadGateway", &stripe.Error{HTTPStatusCode: 502}, "", "", true},
+		{"ServerErrorReplayed", replayed(&stripe.Error{Type: stripe.ErrorTypeAPI, HTTPStatusCode: 500}), "", models.AbandonedReasonStripeReplayedError, true},
+		{"KeyUsedWithOtherParams", &stripe.Error{Type: stripe.ErrorTypeIdempotency, HTTPStatusCode: 400}, "", models.AbandonedReasonStripeKeyConflict, false},
+		{"NetworkError", fmt.Errorf("Post: %w", errors.New("connection reset by peer")), "", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			refusal := definitiveRefusal(tt.err)
+			switch {
+			case tt.refusal == "" && refusal != nil:
+				t.Fatalf("want no refusal, got %s", refusal.Code)
+			case tt.refusal != "" && (refusal == nil || refusal.Code != tt.refusal || refusal.Status != 402):
+				t.Fatalf("want a 402 %s, got %+v", tt.refusal, refusal)
+			}
+			if got := stuckAtStripe(tt.err); got != tt.stuck {
+				t.Fatalf("want stuck %q, got %q", tt.stuck, got)
+			}
+			// stuckAtStripe is asked before isIndeterminate, which only matters for the rest.
+			if tt.refusal == "" && tt.stuck == "" && isIndeterminate(tt.err) != tt.retry {
+				t.Fatalf("want indeterminate=%t", tt.retry)
+			}
+		})
+	}
+}
