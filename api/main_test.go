@@ -13,7 +13,6 @@ import (
 	"github.com/rocketrides/rocketrides/internal/dbtest"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/ridetest"
-	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/phases"
 )
 
@@ -38,10 +37,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	b := ridetest.Setup(t)
 	sc := b.StripeClient
 	if opts.freshStripeConnections {
-		sc = stripeclient.New(stripeclient.Config{
-			APIKey: ridetest.StripeAPIKey, URL: b.Stripe.URL, Timeout: ridetest.StripeTimeout,
-			Transport: &http.Transport{DisableKeepAlives: true},
-		})
+		sc = b.FreshConnStripeClient()
 	}
 	logger := slog.New(slog.DiscardHandler)
 	executor := phases.New(b.Pool, sc, logger, phases.Config{SimulateErrors: opts.simulateErrors})

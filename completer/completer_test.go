@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/rocketrides/rocketrides/internal/fakestripe"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/ridetest"
-	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 )
@@ -233,11 +231,8 @@ func TestCompleterRunOnce(t *testing.T) {
 	t.Run("FinishesKeyWhoseChargeWasMadeButNotRecorded", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		// The API died between Stripe charging and the charge being recorded: a connection
-		// per call, so that Go's transport does not re-send the charge by itself.
-		sc := stripeclient.New(stripeclient.Config{APIKey: ridetest.StripeAPIKey, URL: b.Stripe.URL,
-			Timeout: ridetest.StripeTimeout, Transport: &http.Transport{DisableKeepAlives: true}})
-		api := phases.New(b.Pool, sc, slog.New(slog.DiscardHandler), phases.Config{})
+		// The API died between Stripe charging and the charge being recorded.
+		api := phases.New(b.Pool, b.FreshConnStripeClient(), slog.New(slog.DiscardHandler), phases.Config{})
 		b.Stripe.InjectChargeFaults(fakestripe.FaultChargeThenDrop, 1)
 		req := newRequest(b.Rider)
 		if _, err := api.CreateRide(context.Background(), req); err == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"testing"
 	"time"
 
@@ -49,12 +48,7 @@ func TestChargeRide(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.Stripe.InjectChargeFaults(fakestripe.FaultChargeThenDrop, 1)
-		// A fresh connection per call: on a reused one, Go's transport would itself re-send
-		// the charge (it does so for requests with an Idempotency-Key), hiding the drop.
-		freshConns := &http.Transport{DisableKeepAlives: true}
-		executor := New(b.Pool, stripeclient.New(stripeclient.Config{
-			APIKey: ridetest.StripeAPIKey, URL: b.Stripe.URL, Timeout: ridetest.StripeTimeout, Transport: freshConns,
-		}), b.executor.logger, Config{})
+		executor := New(b.Pool, b.FreshConnStripeClient(), b.executor.logger, Config{})
 
 		_, err := executor.CreateRide(ctx, newRequest(b.Rider))
 		requireUnavailable(t, err)
@@ -252,10 +246,7 @@ func TestChargeRide(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.Stripe.InjectChargeFaults(fakestripe.FaultChargeThenDrop, 1)
-		executor := New(b.Pool, stripeclient.New(stripeclient.Config{
-			APIKey: ridetest.StripeAPIKey, URL: b.Stripe.URL, Timeout: ridetest.StripeTimeout,
-			Transport: &http.Transport{DisableKeepAlives: true},
-		}), b.executor.logger, Config{})
+		executor := New(b.Pool, b.FreshConnStripeClient(), b.executor.logger, Config{})
 		_, err := executor.CreateRide(ctx, newRequest(b.Rider))
 		requireUnavailable(t, err)
 

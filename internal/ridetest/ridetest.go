@@ -6,6 +6,7 @@ package ridetest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,6 +85,17 @@ func (b *Bundle) NewRider(t testing.TB, cardToken string) *Rider {
 		t.Fatal(err)
 	}
 	return &Rider{User: user, Token: token}
+}
+
+// FreshConnStripeClient is a Stripe client that opens a new connection for every call. Tests of
+// a dropped connection need it: on a reused keep-alive connection, Go's transport itself
+// re-sends a request that carries an Idempotency-Key, which hides the drop from the code under
+// test.
+func (b *Bundle) FreshConnStripeClient() *client.API {
+	return stripeclient.New(stripeclient.Config{
+		APIKey: StripeAPIKey, URL: b.Stripe.URL, Timeout: StripeTimeout,
+		Transport: &http.Transport{DisableKeepAlives: true},
+	})
 }
 
 // SucceededCharges are the charges Stripe holds that went through.
