@@ -1,0 +1,155 @@
+// Command bench is a load generator for a running API. Concurrent clients book rides with the
+// public retrying client (package client), each under a fresh Idempotency-Key, and, with
+// -replay-share, send a share of their earlier keys again, whose answers must come back as
+// replays of the first. It then prints what it saw: requests, rides booked, replays, refusals,
+// unknown outcomes, throughput, and the latency of whole client calls, retries included.
+//
+//	go run ./cmd/bench -api http://localhost:5004 -token rr_... -clients 16 -duration 30s [-replay-share 0.2]
+//
+// Exit status: 0 when every call ended in a booked ride, a refusal (402) or the replay of its
+// first answer; 1 when any ended with an unknown outcome, an unexpected error, or a replay that
+// differs from the first answer (a different ride id, say); 2 on bad usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rocketrides/rocketrides/client"
+)
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// attemptTimeout bounds one HTTP attempt, as the client's own default HTTP client does; the
+// server gives a ride request up to 45 s.
+const attemptTimeout = time.Minute
+
+// readyTimeout bounds the check that the API is up before the load starts, so that a wrong
+// -api fails at once rather than after every client has retried for -give-up-after.
+const readyTimeout = 5 * time.Second
+
+// maxFailuresShown caps the failures printed after the table; the counts say how many in all.
+const maxFailuresShown = 10
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the command line.
+type options struct {
+	apiURL      string
+	token       string
+	clients     int
+	duration    time.Duration
+	replayShare float64
+	giveUpAfter time.Duration
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	opts, err := parseOptions(args, getenv, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %s\n", err)
+		return exitUsage
+	}
+	httpClient := &http.Client{Timeout: attemptTimeout, Transport: newTransport(opts.clients)}
+	if err := checkReady(ctx, httpClient, opts.apiURL); err != nil {
+		fmt.Fprintf(stderr, "bench: %s\n", err)
+		return exitFailed
+	}
+
+	c := &client.Client{BaseURL: opts.apiURL, Token: opts.token, HTTPClient: httpClient, MaxElapsed: opts.giveUpAfter}
+	res := load(ctx, c, opts)
+	res.print(stdout, opts)
+	if res.failed() {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	flags := flag.NewFlagSet("bench", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	opts := &options{}
+	flags.StringVar(&opts.apiURL, "api", valueOr(getenv("API_URL"), "http://localhost:5004"), "the API's base URL (API_URL)")
+	flags.StringVar(&opts.token, "token", getenv("RIDES_TOKEN"), "the rider's API token (RIDES_TOKEN)")
+	flags.IntVar(&opts.clients, "clients", 16, "concurrent clients, each making one call at a time")
+	flags.DurationVar(&opts.duration, "duration", 30*time.Second, "how long to start new calls; calls under way then run to their end")
+	flags.Float64Var(&opts.replayShare, "replay-share", 0, "share of calls, in [0, 1), that re-send one of the client's earlier keys")
+	flags.DurationVar(&opts.giveUpAfter, "give-up-after", client.DefaultMaxElapsed, "how long one call keeps retrying before its outcome is unknown")
+	if err := flags.Parse(args); err != nil {
+		return nil, err
+	}
+	switch {
+	case flags.NArg() > 0:
+		return nil, fmt.Errorf("unexpected arguments %q", flags.Args())
+	case opts.token == "":
+		return nil, errors.New("-token (or RIDES_TOKEN) is required")
+	case opts.clients < 1:
+		return nil, errors.New("-clients must be at least 1")
+	case opts.duration <= 0:
+		return nil, errors.New("-duration must be positive")
+	case !(opts.replayShare >= 0 && opts.replayShare < 1):
+		return nil, errors.New("-replay-share must be in [0, 1)")
+	case opts.giveUpAfter <= 0:
+		return nil, errors.New("-give-up-after must be positive")
+	}
+	return opts, nil
+}
+
+// newTransport keeps a connection per client alive. http.DefaultTransport keeps only two idle
+// connections per host, so most clients would open a new connection for every attempt, and
+// the figures would measure TCP set-up as much as the API.
+func newTransport(clients int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = clients
+	t.MaxIdleConnsPerHost = clients
+	return t
+}
+
+// checkReady asks GET /readyz once: the API is up and reaches its database.
+func checkReady(ctx context.Context, httpClient *http.Client, apiURL string) error {
+	endpoint, err := url.JoinPath(apiURL, "readyz")
+	if err != nil {
+		return fmt.Errorf("error parsing -api: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+	if err != nil {
+		return fmt.Errorf("error building the readiness request: %w", err)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("error reaching the API (is it running at %s?): %w", apiURL, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body) // so that the connection is reused
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the API at %s is not ready: GET /readyz answered %d", apiURL, resp.StatusCode)
+	}
+	return nil
+}
+
+func valueOr(v, fallback string) string {
+	if v != "" {
+		return v
+	}
+	return fallback
+}

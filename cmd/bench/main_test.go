@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rocketrides/rocketrides/api"
+	"github.com/rocketrides/rocketrides/internal/dbtest"
+	"github.com/rocketrides/rocketrides/internal/ridetest"
+	"github.com/rocketrides/rocketrides/phases"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+func TestBench(t *testing.T) {
+	t.Parallel()
+	b := ridetest.Setup(t)
+	logger := slog.New(slog.DiscardHandler)
+	executor := phases.New(b.Pool, b.StripeClient, logger, phases.Config{})
+	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger).Handler())
+	t.Cleanup(server.Close)
+
+	t.Run("BooksRidesAndReplaysThem", func(t *testing.T) {
+		t.Parallel()
+		out := requireOK(t, "-api", server.URL, "-token", b.Rider.Token, "-clients", "4", "-duration", "2s", "-replay-share", "0.3")
+		booked, replays := figure(t, out, "rides booked"), figure(t, out, "replays")
+		if booked == 0 || replays == 0 {
+			t.Fatalf("want rides booked and replayed, got:\n%s", out)
+		}
+		for _, label := range []string{"refusals", "unknown outcomes", "unexpected errors", "replay mismatches"} {
+			if n := figure(t, out, label); n != 0 {
+				t.Fatalf("want no %s, got %d:\n%s", label, n, out)
+			}
+		}
+		if calls := figure(t, out, "requests"); calls != booked+replays {
+			t.Fatalf("want %d calls (booked + replays), got %d:\n%s", booked+replays, calls, out)
+		}
+		for _, want := range []string{"rides/s", "latency, new keys", "latency, replays", "attempts per call"} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("want %q in the table, got:\n%s", want, out)
+			}
+		}
+
+		// What the table claims is what the database and Stripe hold: replays booked nothing.
+		if n := b.Count(t, `SELECT count(*) FROM rides WHERE user_id = $1 AND stripe_charge_id IS NOT NULL`, b.Rider.ID); n != booked {
+			t.Fatalf("want %d charged rides, got %d", booked, n)
+		}
+		if n := len(b.SucceededCharges()); n != booked {
+			t.Fatalf("want Stripe to hold %d charges, got %d", booked, n)
+		}
+	})
+
+	t.Run("CountsDeclinedCardsAsRefusals", func(t *testing.T) {
+		t.Parallel()
+		out := requireOK(t, "-api", server.URL, "-token", b.DecliningRider.Token, "-clients", "2", "-duration", "1s", "-replay-share", "0.5")
+		if figure(t, out, "refusals") == 0 || figure(t, out, "rides booked") != 0 || figure(t, out, "replays") == 0 {
+			t.Fatalf("want refusals replayed and no rides, got:\n%s", out)
+		}
+	})
+
+	t.Run("FailsOnUnexpectedErrors", func(t *testing.T) {
+		t.Parallel()
+		code, out, _ := runBench("-api", server.URL, "-token", "rr_not_a_token", "-clients", "2", "-duration", "10s")
+		if code != exitFailed || figure(t, out, "unexpected errors") == 0 || !strings.Contains(out, "FAILURE ") {
+			t.Fatalf("want exit %d with unexpected errors shown, got %d:\n%s", exitFailed, code, out)
+		}
+	})
+
+	t.Run("FailsWhenTheAPIIsDown", func(t *testing.T) {
+		t.Parallel()
+		code, _, stderr := runBench("-api", "http://127.0.0.1:1", "-token", "rr_x")
+		if code != exitFailed || !strings.Contains(stderr, "is it running") {
+			t.Fatalf("want exit %d saying the API is not reachable, got %d: %s", exitFailed, code, stderr)
+		}
+	})
+
+	t.Run("Usage", func(t *testing.T) {
+		t.Parallel()
+		for _, args := range [][]string{
+			{},
+			{"-token", "rr_x", "-clients", "0"},
+			{"-token", "rr_x", "-duration", "0s"},
+			{"-token", "rr_x", "-replay-share", "1"},
+			{"-token", "rr_x", "extra"},
+		} {
+			if code, _, stderr := runBench(args...); code != exitUsage || stderr == "" {
+				t.Fatalf("%v: want usage error, got %d", args, code)
+			}
+		}
+	})
+}
+
+// runBench runs the command in process, with no environment, and returns its exit status and
+// output.
+func runBench(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, func(string) string { return "" }, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// requireOK runs the command and requires exit status 0, returning what it printed.
+func requireOK(t *testing.T, args ...string) string {
+	t.Helper()
+	code, stdout, stderr := runBench(args...)
+	if code != exitOK {
+		t.Fatalf("want exit %d, got %d:\n%s%s", exitOK, code, stdout, stderr)
+	}
+	return stdout
+}
+
+// figure reads the first number of a row of the printed table.
+func figure(t *testing.T, out, label string) int {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(label) + `\s+(\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no %q row in:\n%s", label, out)
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
