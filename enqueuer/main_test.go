@@ -1,12 +1,10 @@
 package enqueuer_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/enqueuer"
 	"github.com/rocketrides/rocketrides/internal/dbtest"
+	"github.com/rocketrides/rocketrides/internal/proctest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 )
@@ -64,23 +63,12 @@ func (b *testBundle) enqueuer(t *testing.T, decode enqueuer.DecodeFunc, config e
 }
 
 // logBuffer collects log output written from several goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+type logBuffer struct{ proctest.SyncBuffer }
 
 // lines returns the lines logged so far that contain substr.
 func (l *logBuffer) lines(substr string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []string
-	for line := range strings.Lines(l.buf.String()) {
+	for line := range strings.Lines(l.String()) {
 		if strings.Contains(line, substr) {
 			out = append(out, line)
 		}

@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -87,7 +88,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags := flag.NewFlagSet("bench", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	opts := &options{}
-	flags.StringVar(&opts.apiURL, "api", valueOr(getenv("API_URL"), "http://localhost:5004"), "the API's base URL (API_URL)")
+	flags.StringVar(&opts.apiURL, "api", cmp.Or(getenv("API_URL"), "http://localhost:5004"), "the API's base URL (API_URL)")
 	flags.StringVar(&opts.token, "token", getenv("RIDES_TOKEN"), "the rider's API token (RIDES_TOKEN)")
 	flags.IntVar(&opts.clients, "clients", 16, "concurrent clients, each making one call at a time")
 	flags.DurationVar(&opts.duration, "duration", 30*time.Second, "how long to start new calls; calls under way then run to their end")
@@ -145,11 +146,4 @@ func checkReady(ctx context.Context, httpClient *http.Client, apiURL string) err
 		return fmt.Errorf("the API at %s is not ready: GET /readyz answered %d", apiURL, resp.StatusCode)
 	}
 	return nil
-}
-
-func valueOr(v, fallback string) string {
-	if v != "" {
-		return v
-	}
-	return fallback
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/rocketrides/rocketrides/internal/proctest"
 )
 
 func TestCluster(t *testing.T) {
@@ -97,7 +98,7 @@ func TestClusterPersistentDataDir(t *testing.T) {
 func TestClusterTCPPort(t *testing.T) {
 	t.Parallel()
 
-	port := freePort(t)
+	port := proctest.FreePort(t)
 	cluster := startCluster(t, Config{Port: port})
 	if want := fmt.Sprintf("@localhost:%d/", port); !strings.Contains(cluster.URL("postgres"), want) {
 		t.Errorf("URL %s does not name %s", cluster.URL("postgres"), want)
@@ -152,15 +153,4 @@ func connect(t *testing.T, url string) *pgx.Conn {
 	}
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn
-}
-
-// freePort returns a TCP port that nothing listened on a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -15,9 +15,6 @@ import (
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// ErrExists is returned for an email or Stripe customer that already belongs to a rider.
-var ErrExists = errors.New("rider already exists")
-
 // Params describe a new rider: an email and either an existing Stripe customer or a card
 // token (with Stripe set) to create one from.
 type Params struct {
@@ -63,7 +60,7 @@ func Create(ctx context.Context, db models.DBTX, params Params) (*Created, error
 	}
 	user, err := models.UserInsert(ctx, db, models.UserInsertParams{Email: email, StripeCustomerID: customerID, APITokenHash: hash})
 	if errors.Is(err, models.ErrUniqueViolation) {
-		return nil, fmt.Errorf("%w: a user with email %s or Stripe customer %s", ErrExists, email, customerID)
+		return nil, fmt.Errorf("a user with email %s or Stripe customer %s already exists", email, customerID)
 	}
 	if err != nil {
 		return nil, err

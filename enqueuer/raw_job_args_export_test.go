@@ -8,8 +8,8 @@ import (
 	"github.com/riverqueue/river"
 )
 
-// RawJobArgs is a River job of any kind with its arguments as JSON, for handing a staged job to
-// River without knowing its Go type. DecodeRaw uses it for every job.
+// RawJobArgs is a River job of any kind with its arguments as JSON, so that the enqueuer's tests
+// can stage jobs of made-up kinds without the workers package. DecodeRaw uses it for every job.
 type RawJobArgs struct {
 	// JobKind is the River kind, the staged job's job_name.
 	JobKind string
@@ -30,8 +30,7 @@ func (a RawJobArgs) MarshalJSON() ([]byte, error) {
 }
 
 // DecodeRaw is a DecodeFunc that hands every staged job to River as it is: kind job_name, the
-// staged arguments, River's default insert options. It suits processes and tests that must not
-// depend on the workers package; a worker decodes the arguments itself.
+// staged arguments, River's default insert options. Production wires workers.DecodeStagedJob.
 func DecodeRaw(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
 	if jobName == "" {
 		return nil, nil, errors.New("job name is empty")
