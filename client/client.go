@@ -67,7 +67,8 @@ type RideParams struct {
 
 // Ride is a booked ride.
 type Ride struct {
-	ID             int64     `json:"id"`
+	// ID is opaque: a string of digits today, and nothing a client should do arithmetic on.
+	ID             string    `json:"id"`
 	OriginLat      float64   `json:"origin_lat"`
 	OriginLon      float64   `json:"origin_lon"`
 	TargetLat      float64   `json:"target_lat"`

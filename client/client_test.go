@@ -39,7 +39,7 @@ func status(code int, problemCode string, headers ...string) func(w http.Respons
 		if code == http.StatusCreated {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(code)
-			fmt.Fprint(w, `{"message":"ok","ride":{"id":7,"stripe_charge_id":"ch_1"}}`)
+			fmt.Fprint(w, `{"message":"ok","ride":{"id":"7","stripe_charge_id":"ch_1"}}`)
 			return
 		}
 		w.Header().Set("Content-Type", "application/problem+json")
@@ -86,7 +86,7 @@ func TestCreateRide(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if result.Ride.ID != 7 || !result.Replayed || result.Attempts != 5 {
+		if result.Ride.ID != "7" || !result.Replayed || result.Attempts != 5 {
 			t.Fatalf("unexpected result %+v", result)
 		}
 		if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(result.IdempotencyKey) {

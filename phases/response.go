@@ -22,7 +22,8 @@ type RideCreatedBody struct {
 
 // RideJSON is how a ride looks to API clients.
 type RideJSON struct {
-	ID             int64     `json:"id"`
+	// ID is a string: a random 63-bit id does not survive a JavaScript client's doubles.
+	ID             int64     `json:"id,string"`
 	OriginLat      float64   `json:"origin_lat"`
 	OriginLon      float64   `json:"origin_lon"`
 	TargetLat      float64   `json:"target_lat"`

@@ -16,7 +16,7 @@ const ReceiptJobName = "send_ride_receipt"
 // ReceiptJobArgs are the staged receipt job's arguments. The worker that sends receipts
 // decodes exactly this JSON.
 type ReceiptJobArgs struct {
-	RideID   int64  `json:"ride_id"`
+	RideID   int64  `json:"ride_id,string"` // a string, as in the API: ids are 63 random bits
 	UserID   int64  `json:"user_id"`
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency"`

@@ -33,7 +33,7 @@ const recordTimeout = 10 * time.Second
 // ride: the JSON of phases.ReceiptJobArgs, which the API stages.
 type SendRideReceiptArgs struct {
 	// RideID alone decides uniqueness: one receipt job per ride, whatever the other args say.
-	RideID   int64  `json:"ride_id" river:"unique"`
+	RideID   int64  `json:"ride_id,string" river:"unique"`
 	UserID   int64  `json:"user_id"`
 	Amount   int64  `json:"amount"`   // in the currency's smallest unit, as Stripe counts it
 	Currency string `json:"currency"` // ISO 4217, lower case, as Stripe writes it

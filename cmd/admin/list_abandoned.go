@@ -63,7 +63,7 @@ type abandonedRequestJSON struct {
 	RequestParams  json.RawMessage `json:"request_params"`
 	KeyCreatedAt   time.Time       `json:"key_created_at"`
 	KeyLastRunAt   time.Time       `json:"key_last_run_at"`
-	RideID         *int64          `json:"ride_id"`
+	RideID         *int64          `json:"ride_id,string"`
 }
 
 func writeAbandonedJSON(w io.Writer, requests []*models.AbandonedRequest) error {

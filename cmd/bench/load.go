@@ -25,7 +25,7 @@ const (
 type firstAnswer struct {
 	key    string
 	params client.RideParams
-	rideID int64 // 0 for a refusal
+	rideID string // "" for a refusal
 	status int
 	code   string
 }
@@ -138,17 +138,17 @@ func (t *tally) replay(ctx context.Context, c *client.Client, first firstAnswer)
 	var apiErr *client.APIError
 	var unknown *client.UnknownOutcomeError
 	switch {
-	case err == nil && first.rideID != 0 && result.Replayed && result.Ride.ID == first.rideID:
+	case err == nil && first.rideID != "" && result.Replayed && result.Ride.ID == first.rideID:
 		t.replays++
-	case errors.As(err, &apiErr) && first.rideID == 0 && apiErr.Replayed && apiErr.StatusCode == first.status && apiErr.Code == first.code:
+	case errors.As(err, &apiErr) && first.rideID == "" && apiErr.Replayed && apiErr.StatusCode == first.status && apiErr.Code == first.code:
 		t.replays++
 	case err == nil:
-		t.fail(&t.mismatches, fmt.Sprintf("key %s first booked ride %d (%d %s), again got ride %d (replayed %t)",
+		t.fail(&t.mismatches, fmt.Sprintf("key %s first booked ride %s (%d %s), again got ride %s (replayed %t)",
 			first.key, first.rideID, first.status, first.code, result.Ride.ID, result.Replayed))
 	case errors.As(err, &unknown):
 		t.failCall(err, first.key, attempts)
 	default:
-		t.fail(&t.mismatches, fmt.Sprintf("key %s first got ride %d (%d %s), again got: %s",
+		t.fail(&t.mismatches, fmt.Sprintf("key %s first got ride %q (%d %s), again got: %s",
 			first.key, first.rideID, first.status, first.code, err))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,7 +164,9 @@ func (l *load) call(ctx context.Context, mode callMode, r rider, key string, par
 	switch {
 	case err == nil:
 		rec.outcome.Kind = invariants.OutcomeCreated
-		rec.outcome.RideID = res.Ride.ID
+		// The API's ride ids are strings; the checker holds them to the rows' numbers. One that
+		// does not parse stays 0, which no ride has, and is reported as a contradiction.
+		rec.outcome.RideID, _ = strconv.ParseInt(res.Ride.ID, 10, 64)
 		if res.Ride.StripeChargeID != nil {
 			rec.outcome.ChargeID = *res.Ride.StripeChargeID
 		}

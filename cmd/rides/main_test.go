@@ -28,7 +28,7 @@ func TestRides(t *testing.T) {
 			}
 			w.WriteHeader(final)
 			if final == http.StatusCreated {
-				fmt.Fprint(w, `{"message":"ok","ride":{"id":3}}`)
+				fmt.Fprint(w, `{"message":"ok","ride":{"id":"3"}}`)
 			} else {
 				fmt.Fprint(w, `{"status":402,"code":"card_declined","detail":"Your card was declined."}`)
 			}
@@ -45,7 +45,7 @@ func TestRides(t *testing.T) {
 		code := run(context.Background(), []string{"-api", server.URL, "-token", "rr_x", "-from", "1,2", "-to", "3,4", "-key", "cli-test-key-0123456789"}, env, &stdout, &stderr)
 		var out outcome
 		_ = json.Unmarshal(stdout.Bytes(), &out)
-		if code != exitBooked || out.Outcome != "booked" || out.Ride.ID != 3 || out.Attempts != 2 {
+		if code != exitBooked || out.Outcome != "booked" || out.Ride.ID != "3" || out.Attempts != 2 {
 			t.Fatalf("want booked after 2 attempts, got %d %s %s", code, stdout.String(), stderr.String())
 		}
 		if (*keys)[0] != "cli-test-key-0123456789" || (*keys)[1] != (*keys)[0] {

@@ -109,7 +109,7 @@ func bookRide(ctx context.Context, c *client.Client, raiseError bool, logger *sl
 	var unknown *client.UnknownOutcomeError
 	switch {
 	case err == nil:
-		logger.InfoContext(ctx, "Simulator: ride booked", slog.Int64("ride_id", result.Ride.ID),
+		logger.InfoContext(ctx, "Simulator: ride booked", slog.String("ride_id", result.Ride.ID),
 			slog.Int("attempts", result.Attempts), slog.Bool("replayed", result.Replayed))
 	case errors.As(err, &apiErr):
 		logger.WarnContext(ctx, "Simulator: ride refused", slog.Int("status", apiErr.StatusCode), slog.String("code", apiErr.Code))

@@ -66,7 +66,7 @@ func TestServiceAsSeparateProcesses(t *testing.T) {
 	// Book rides through both replicas at once; each ride is also sent again to the other
 	// replica with the same key, which must replay it.
 	const rides = 20
-	rideIDs := make([]int64, rides)
+	rideIDs := make([]string, rides)
 	var wg sync.WaitGroup
 	for i := range rides {
 		wg.Go(func() {
@@ -80,7 +80,7 @@ func TestServiceAsSeparateProcesses(t *testing.T) {
 			again := &client.Client{BaseURL: apiURLs[(i+1)%2], Token: rider.Token}
 			replay, err := again.CreateRideWithKey(ctx, result.IdempotencyKey, params)
 			if err != nil || !replay.Replayed || replay.Ride.ID != result.Ride.ID {
-				t.Errorf("ride %d: want a replay of ride %d from the other replica, got %+v %v", i, result.Ride.ID, replay, err)
+				t.Errorf("ride %d: want a replay of ride %s from the other replica, got %+v %v", i, result.Ride.ID, replay, err)
 				return
 			}
 			rideIDs[i] = result.Ride.ID

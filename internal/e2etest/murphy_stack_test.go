@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -195,7 +196,11 @@ func (a rawAnswer) Code() string {
 
 // RideID is the ride id of a 201 answer.
 func (a rawAnswer) RideID() int64 {
-	var created struct{ Ride struct{ ID int64 } }
+	var created struct {
+		Ride struct {
+			ID int64 `json:"id,string"`
+		}
+	}
 	_ = json.Unmarshal(a.Body, &created) // a body without a ride has id 0
 	return created.Ride.ID
 }
@@ -461,8 +466,8 @@ func (s *murphyStack) assertBookedOnce(key string, got *client.Result) keyRow {
 	if stored := (rawAnswer{Body: k.ResponseBody}).RideID(); stored != *k.RideID {
 		s.t.Fatalf("key %s: the stored response names ride %d, want %d: %s", key, stored, *k.RideID, k.ResponseBody)
 	}
-	if got != nil && got.Ride.ID != *k.RideID {
-		s.t.Fatalf("key %s: the client got ride %d, the key records ride %d", key, got.Ride.ID, *k.RideID)
+	if got != nil && got.Ride.ID != strconv.FormatInt(*k.RideID, 10) {
+		s.t.Fatalf("key %s: the client got ride %s, the key records ride %d", key, got.Ride.ID, *k.RideID)
 	}
 	charges := s.stripeCharges().Succeeded(k.StripeKey)
 	if len(charges) != 1 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -104,7 +105,7 @@ func TestMurphySameKeyAtOnceOnTwoReplicas(t *testing.T) {
 		}
 
 		res, err := s.client(apis[1-winner].URL).CreateRideWithKey(t.Context(), key, params)
-		if err != nil || !res.Replayed || res.Ride.ID != answers[winner].RideID() || res.Attempts != 1 {
+		if err != nil || !res.Replayed || res.Ride.ID != strconv.FormatInt(answers[winner].RideID(), 10) || res.Attempts != 1 {
 			t.Fatalf("key %d: want the loser's retry to get ride %d replayed at once, got %+v, %v", i, answers[winner].RideID(), res, err)
 		}
 		s.assertReceiptStaged(s.assertBookedOnce(key, res))

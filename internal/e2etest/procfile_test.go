@@ -91,7 +91,7 @@ func TestProcfile(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no receipt recorded for ride %d:\n%s", result.Ride.ID, fm.Output())
+			t.Fatalf("no receipt recorded for ride %s:\n%s", result.Ride.ID, fm.Output())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
