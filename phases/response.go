@@ -45,7 +45,8 @@ func NewRideJSON(ride *models.Ride) RideJSON {
 	}
 }
 
-func newRideCreatedBody(ride *models.Ride) RideCreatedBody {
+// NewRideCreatedBody is the stored body of a successful ride request for ride.
+func NewRideCreatedBody(ride *models.Ride) RideCreatedBody {
 	return RideCreatedBody{
 		Message: "Ride booked and paid. Your pilot is on the way!",
 		Ride:    NewRideJSON(ride),

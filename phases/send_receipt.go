@@ -49,6 +49,6 @@ func (e *Executor) sendReceipt(ctx context.Context, key *models.IdempotencyKey, 
 			return nil, err
 		}
 
-		return Response{Status: statusCreated, Body: newRideCreatedBody(ride)}, nil
+		return Response{Status: statusCreated, Body: NewRideCreatedBody(ride)}, nil
 	})
 }
