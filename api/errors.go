@@ -83,8 +83,9 @@ func errFromPhases(err error) *apiError {
 		e.retryAfter = retryAfterInUse
 		return e
 	case errors.Is(err, phases.ErrConflict):
-		// Almost always other requests with the same key; the client's remedy is the same.
-		e := newError(http.StatusConflict, problem.CodeIdempotencyKeyInUse, "Idempotency key in use",
+		// Not the key's fault: the database kept aborting the request's transaction in favour of
+		// concurrent ones, for all of the retry budget. Nothing of it was lost.
+		e := newError(http.StatusConflict, problem.CodeRequestConflict, "Request conflicted",
 			"The request kept conflicting with concurrent requests. Retry shortly with the same Idempotency-Key.")
 		e.retryAfter = retryAfterInUse
 		return e

@@ -95,11 +95,15 @@ func (b *testBundle) stage(t *testing.T, name string, args any) *models.StagedJo
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := models.StagedJobInsert(t.Context(), b.pool, name, encoded)
-	if err != nil {
+	var j models.StagedJob
+	batch := &pgx.Batch{}
+	models.StagedJobInsert(batch, name, encoded)
+	batch.Queue(`SELECT id, created_at, job_name, job_args FROM staged_jobs WHERE id = lastval()`).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&j.ID, &j.CreatedAt, &j.JobName, &j.JobArgs) })
+	if err := b.pool.SendBatch(t.Context(), batch).Close(); err != nil {
 		t.Fatalf("error staging job: %s", err)
 	}
-	return j
+	return &j
 }
 
 // stageMany stages n test jobs with arguments {"n": 1} to {"n": n}, in one statement.

@@ -1,11 +1,12 @@
 package models
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // AuditActionRideCreated is the audit action recorded with every new ride.
@@ -26,6 +27,7 @@ type AuditRecord struct {
 
 // AuditRecordInsertParams are the columns of a new audit record.
 type AuditRecordInsertParams struct {
+	ID           int64
 	Action       string
 	Data         json.RawMessage
 	OriginIP     netip.Addr
@@ -34,18 +36,12 @@ type AuditRecordInsertParams struct {
 	UserID       int64
 }
 
-// AuditRecordInsert writes an audit record.
-func AuditRecordInsert(ctx context.Context, db DBTX, params AuditRecordInsertParams) (*AuditRecord, error) {
-	var r AuditRecord
-	err := db.QueryRow(ctx, `
-		INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		RETURNING id, action, created_at, data, origin_ip, resource_id, resource_type, user_id`,
-		params.Action, params.Data, params.OriginIP, params.ResourceID, params.ResourceType,
-		params.UserID).Scan(&r.ID, &r.Action, &r.CreatedAt, &r.Data, &r.OriginIP, &r.ResourceID,
-		&r.ResourceType, &r.UserID)
-	if err != nil {
-		return nil, fmt.Errorf("error inserting audit record: %w", err)
-	}
-	return &r, nil
+// AuditRecordInsert queues on batch the insert of an audit record.
+func AuditRecordInsert(batch *pgx.Batch, params AuditRecordInsertParams) {
+	batch.Queue(`
+		INSERT INTO audit_records (id, action, data, origin_ip, resource_id, resource_type, user_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		params.ID, params.Action, params.Data, params.OriginIP, params.ResourceID,
+		params.ResourceType, params.UserID,
+	).Exec(func(pgconn.CommandTag) error { return nil })
 }

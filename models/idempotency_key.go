@@ -88,8 +88,22 @@ func IdempotencyKeyGetByIDForUpdate(ctx context.Context, db DBTX, id int64) (*Id
 	return k, nil
 }
 
-// IdempotencyKeyInsertParams are the columns of a new key. New keys start locked, at started.
+// IdempotencyKeyProgress is what an atomic phase records on its key as it commits: the recovery
+// point it reached and, at RecoveryPointFinished, the response to replay. A finished key is
+// unlocked in the same write.
+type IdempotencyKeyProgress struct {
+	RecoveryPoint RecoveryPoint
+	ResponseCode  *int
+	ResponseBody  json.RawMessage
+
+	// ChargeAttempted records that a charge is about to be sent to Stripe: charge_attempted_at
+	// becomes the database's now(), unless an earlier attempt set it already.
+	ChargeAttempted bool
+}
+
+// IdempotencyKeyInsertParams are the columns of a new key.
 type IdempotencyKeyInsertParams struct {
+	ID                   int64
 	IdempotencyKey       string
 	RequestMethod        string
 	RequestParams        json.RawMessage
@@ -97,21 +111,60 @@ type IdempotencyKeyInsertParams struct {
 	OriginIP             netip.Addr
 	StripeIdempotencyKey string
 	UserID               int64
+	Progress             IdempotencyKeyProgress
 }
 
-// IdempotencyKeyInsert creates a key, locked by the inserting request and at RecoveryPointStarted.
-func IdempotencyKeyInsert(ctx context.Context, db DBTX, params IdempotencyKeyInsertParams) (*IdempotencyKey, error) {
-	k, err := scanIdempotencyKey(db.QueryRow(ctx, `
-		INSERT INTO idempotency_keys (idempotency_key, locked_at, request_method, request_params,
-			request_path, origin_ip, recovery_point, stripe_idempotency_key, user_id)
-		VALUES ($1, now(), $2, $3, $4, $5, $6, $7, $8)
+// IdempotencyKeyInsert queues on batch the insert of a new key, locked by the inserting request
+// (unless it is already finished) and at the progress its first atomic phase made. key receives
+// the row once the batch has run.
+func IdempotencyKeyInsert(batch *pgx.Batch, params IdempotencyKeyInsertParams, key *IdempotencyKey) {
+	p := params.Progress
+	batch.Queue(`
+		INSERT INTO idempotency_keys (id, idempotency_key, locked_at, request_method,
+			request_params, request_path, origin_ip, recovery_point, response_code, response_body,
+			stripe_idempotency_key, charge_attempted_at, user_id)
+		VALUES ($1, $2, CASE WHEN $7 = 'finished' THEN NULL ELSE now() END, $3,
+			$4, $5, $6, $7, $8, $9,
+			$10, CASE WHEN $11::boolean THEN now() END, $12)
 		RETURNING `+idempotencyKeyColumns,
-		params.IdempotencyKey, params.RequestMethod, params.RequestParams, params.RequestPath,
-		params.OriginIP, RecoveryPointStarted, params.StripeIdempotencyKey, params.UserID))
-	if err != nil {
-		return nil, fmt.Errorf("error inserting idempotency key: %w", err)
-	}
-	return k, nil
+		params.ID, params.IdempotencyKey, params.RequestMethod, params.RequestParams,
+		params.RequestPath, params.OriginIP, p.RecoveryPoint, p.ResponseCode, p.ResponseBody,
+		params.StripeIdempotencyKey, p.ChargeAttempted, params.UserID,
+	).QueryRow(func(row pgx.Row) error {
+		k, err := scanIdempotencyKey(row)
+		if err != nil {
+			return fmt.Errorf("error inserting idempotency key: %w", err)
+		}
+		*key = *k
+		return nil
+	})
+}
+
+// IdempotencyKeyRecordProgress queues on batch the write of an atomic phase's progress on an
+// existing key. It is fenced: it writes only while the key is still locked with lockedAt, the
+// token its request took the lock with, and otherwise fails with ErrNotFound (another request
+// took the key over, or it was reaped) when the batch runs. key receives the row.
+func IdempotencyKeyRecordProgress(batch *pgx.Batch, id int64, lockedAt time.Time, progress IdempotencyKeyProgress, key *IdempotencyKey) {
+	batch.Queue(`
+		UPDATE idempotency_keys
+		SET recovery_point = $3,
+			locked_at = CASE WHEN $3 = 'finished' THEN NULL ELSE locked_at END,
+			response_code = $4,
+			response_body = $5,
+			charge_attempted_at = CASE WHEN $6::boolean THEN coalesce(charge_attempted_at, now())
+				ELSE charge_attempted_at END
+		WHERE id = $1 AND locked_at = $2
+		RETURNING `+idempotencyKeyColumns,
+		id, lockedAt, progress.RecoveryPoint, progress.ResponseCode, progress.ResponseBody,
+		progress.ChargeAttempted,
+	).QueryRow(func(row pgx.Row) error {
+		k, err := scanIdempotencyKey(row)
+		if err != nil {
+			return fmt.Errorf("error recording progress of idempotency key %d: %w", id, notFound(err))
+		}
+		*key = *k
+		return nil
+	})
 }
 
 // IdempotencyKeyLock takes the lock of an unfinished key for a new run, but only if nobody holds
@@ -131,32 +184,6 @@ func IdempotencyKeyLock(ctx context.Context, db DBTX, id int64, lockTimeout time
 	return k, nil
 }
 
-// IdempotencyKeySetRecoveryPoint records that a phase committed, in that phase's transaction.
-func IdempotencyKeySetRecoveryPoint(ctx context.Context, db DBTX, id int64, point RecoveryPoint) (*IdempotencyKey, error) {
-	k, err := scanIdempotencyKey(db.QueryRow(ctx, `
-		UPDATE idempotency_keys
-		SET recovery_point = $2
-		WHERE id = $1
-		RETURNING `+idempotencyKeyColumns, id, point))
-	if err != nil {
-		return nil, fmt.Errorf("error setting recovery point of idempotency key %d: %w", id, notFound(err))
-	}
-	return k, nil
-}
-
-// IdempotencyKeyFinish stores the request's final response and releases the key for good.
-func IdempotencyKeyFinish(ctx context.Context, db DBTX, id int64, code int, body json.RawMessage) (*IdempotencyKey, error) {
-	k, err := scanIdempotencyKey(db.QueryRow(ctx, `
-		UPDATE idempotency_keys
-		SET recovery_point = 'finished', locked_at = NULL, response_code = $2, response_body = $3
-		WHERE id = $1
-		RETURNING `+idempotencyKeyColumns, id, code, body))
-	if err != nil {
-		return nil, fmt.Errorf("error finishing idempotency key %d: %w", id, notFound(err))
-	}
-	return k, nil
-}
-
 // IdempotencyKeyUnlock releases a key after a failed run so that a retry need not wait for the
 // lock timeout, and records why the run failed. It only releases the lock the caller holds
 // (lockedAt): a request whose lock was taken over must not release its successor's.
@@ -171,24 +198,18 @@ func IdempotencyKeyUnlock(ctx context.Context, db DBTX, id int64, lockedAt time.
 	return tag.RowsAffected() == 1, nil
 }
 
-// IdempotencyKeyMarkChargeAttempted records the first time a charge for this key is about to
-// be sent to Stripe (later attempts keep the first time) and returns that time together with
-// whether it is older than maxAge by the database's clock.
-func IdempotencyKeyMarkChargeAttempted(ctx context.Context, db DBTX, id int64, maxAge time.Duration) (time.Time, bool, error) {
-	var (
-		attemptedAt time.Time
-		expired     bool
-	)
+// IdempotencyKeyChargeAttemptOlderThan reports whether the first charge attempt of a key is
+// older than maxAge by the database's clock. A key never charged is not.
+func IdempotencyKeyChargeAttemptOlderThan(ctx context.Context, db DBTX, id int64, maxAge time.Duration) (bool, error) {
+	var older bool
 	err := db.QueryRow(ctx, `
-		UPDATE idempotency_keys
-		SET charge_attempted_at = coalesce(charge_attempted_at, now())
-		WHERE id = $1
-		RETURNING charge_attempted_at, charge_attempted_at <= now() - make_interval(secs => $2)`,
-		id, maxAge.Seconds()).Scan(&attemptedAt, &expired)
+		SELECT coalesce(charge_attempted_at <= now() - make_interval(secs => $2), false)
+		FROM idempotency_keys
+		WHERE id = $1`, id, maxAge.Seconds()).Scan(&older)
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("error marking charge attempt of idempotency key %d: %w", id, notFound(err))
+		return false, fmt.Errorf("error checking charge attempt of idempotency key %d: %w", id, notFound(err))
 	}
-	return attemptedAt, expired, nil
+	return older, nil
 }
 
 // maxErrorTextLen is the CHECK on idempotency_keys.last_error.

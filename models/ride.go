@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Ride is one trip a rider booked. StripeChargeID is nil until the charge went through.
@@ -32,28 +35,21 @@ func scanRide(row interface{ Scan(...any) error }) (*Ride, error) {
 	return &r, nil
 }
 
-// RideInsertParams are the columns of a new ride.
-type RideInsertParams struct {
-	IdempotencyKeyID int64
-	OriginLat        float64
-	OriginLon        float64
-	TargetLat        float64
-	TargetLon        float64
-	UserID           int64
-}
-
-// RideInsert creates a ride that has not been charged yet.
-func RideInsert(ctx context.Context, db DBTX, params RideInsertParams) (*Ride, error) {
-	ride, err := scanRide(db.QueryRow(ctx, `
-		INSERT INTO rides (idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, user_id)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		RETURNING `+rideColumns,
-		params.IdempotencyKeyID, params.OriginLat, params.OriginLon, params.TargetLat,
-		params.TargetLon, params.UserID))
-	if err != nil {
-		return nil, fmt.Errorf("error inserting ride: %w", err)
-	}
-	return ride, nil
+// RideInsert queues on batch the insert of ride, a ride not charged yet, with the id and columns
+// the caller set. ride.CreatedAt receives the database's time once the batch has run.
+func RideInsert(batch *pgx.Batch, ride *Ride) {
+	batch.Queue(`
+		INSERT INTO rides (id, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, user_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		RETURNING created_at`,
+		ride.ID, ride.IdempotencyKeyID, ride.OriginLat, ride.OriginLon, ride.TargetLat,
+		ride.TargetLon, ride.UserID,
+	).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&ride.CreatedAt); err != nil {
+			return fmt.Errorf("error inserting ride %d: %w", ride.ID, err)
+		}
+		return nil
+	})
 }
 
 // RideGetByIdempotencyKeyID finds the ride a request created, which is how a resumed request
@@ -82,17 +78,18 @@ func RideGetByIDForUser(ctx context.Context, db DBTX, id, userID int64) (*Ride, 
 	return ride, nil
 }
 
-// RideSetStripeChargeID records the charge that paid for a ride.
-func RideSetStripeChargeID(ctx context.Context, db DBTX, id int64, chargeID string) (*Ride, error) {
-	ride, err := scanRide(db.QueryRow(ctx, `
+// RideSetStripeChargeID queues on batch the recording of the charge that paid for a ride.
+func RideSetStripeChargeID(batch *pgx.Batch, id int64, chargeID string) {
+	batch.Queue(`
 		UPDATE rides
 		SET stripe_charge_id = $2
-		WHERE id = $1
-		RETURNING `+rideColumns, id, chargeID))
-	if err != nil {
-		return nil, fmt.Errorf("error setting charge of ride %d: %w", id, notFound(err))
-	}
-	return ride, nil
+		WHERE id = $1`, id, chargeID,
+	).Exec(func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("error setting charge of ride %d: %w", id, ErrNotFound)
+		}
+		return nil
+	})
 }
 
 // RideReceipt records that a ride's receipt was mailed. It lives in columns of rides (see

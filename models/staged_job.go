@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // StagedJob is a background job waiting for its transaction to commit. Workers never see this
@@ -20,19 +21,13 @@ type StagedJob struct {
 	JobArgs   json.RawMessage
 }
 
-// StagedJobInsert stages a job in the caller's transaction, so that it exists if and only if
-// that transaction commits.
-func StagedJobInsert(ctx context.Context, db DBTX, name string, args json.RawMessage) (*StagedJob, error) {
-	var j StagedJob
-	err := db.QueryRow(ctx, `
+// StagedJobInsert queues on batch the staging of a job, in the caller's transaction, so that
+// the job exists if and only if that transaction commits.
+func StagedJobInsert(batch *pgx.Batch, name string, args json.RawMessage) {
+	batch.Queue(`
 		INSERT INTO staged_jobs (job_name, job_args)
-		VALUES ($1, $2)
-		RETURNING id, created_at, job_name, job_args`, name, args).
-		Scan(&j.ID, &j.CreatedAt, &j.JobName, &j.JobArgs)
-	if err != nil {
-		return nil, fmt.Errorf("error staging job %q: %w", name, err)
-	}
-	return &j, nil
+		VALUES ($1, $2)`, name, args,
+	).Exec(func(pgconn.CommandTag) error { return nil })
 }
 
 // StagedJobLockBatch locks up to limit staged jobs, oldest first, for the caller's transaction,

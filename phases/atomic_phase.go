@@ -14,19 +14,17 @@ import (
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// PhaseAction is what the work of an atomic phase returns: what to record on the key in the
-// same transaction, so that the phase's work and its outcome commit together or not at all.
-// It is one of NoOp, RecoveryPoint or Response.
+// PhaseAction is what the work of a phase returns: what to record on the key in the same
+// transaction, so that the phase's work and its outcome commit together or not at all. It is
+// one of NoOp, RecoveryPoint or Response.
 type PhaseAction interface {
-	apply(ctx context.Context, tx pgx.Tx, key *models.IdempotencyKey) (*models.IdempotencyKey, error)
+	apply(progress *models.IdempotencyKeyProgress) error
 }
 
 // NoOp records nothing on the key: the request carries on from where it is.
 type NoOp struct{}
 
-func (NoOp) apply(_ context.Context, _ pgx.Tx, key *models.IdempotencyKey) (*models.IdempotencyKey, error) {
-	return key, nil
-}
+func (NoOp) apply(*models.IdempotencyKeyProgress) error { return nil }
 
 // RecoveryPoint moves the key to a new recovery point; the next phase starts from there, in
 // this request or in any retry of it.
@@ -34,8 +32,9 @@ type RecoveryPoint struct {
 	Name models.RecoveryPoint
 }
 
-func (r RecoveryPoint) apply(ctx context.Context, tx pgx.Tx, key *models.IdempotencyKey) (*models.IdempotencyKey, error) {
-	return models.IdempotencyKeySetRecoveryPoint(ctx, tx, key.ID, r.Name)
+func (r RecoveryPoint) apply(progress *models.IdempotencyKeyProgress) error {
+	progress.RecoveryPoint = r.Name
+	return nil
 }
 
 // Response finishes the request: it stores the status and body that this and every later
@@ -46,94 +45,131 @@ type Response struct {
 	Body   any
 }
 
-func (r Response) apply(ctx context.Context, tx pgx.Tx, key *models.IdempotencyKey) (*models.IdempotencyKey, error) {
+func (r Response) apply(progress *models.IdempotencyKeyProgress) error {
 	body, err := json.Marshal(r.Body)
 	if err != nil {
-		return nil, fmt.Errorf("error encoding response: %w", err)
+		return fmt.Errorf("error encoding response: %w", err)
 	}
-	return models.IdempotencyKeyFinish(ctx, tx, key.ID, r.Status, body)
+	progress.RecoveryPoint = models.RecoveryPointFinished
+	progress.ResponseCode = &r.Status
+	progress.ResponseBody = body
+	return nil
 }
 
-// phaseFunc is the work of one atomic phase. It gets the key as freshly read in the phase's
-// transaction. It may run more than once (see inSerializableTx), so it must keep no state
-// outside the transaction that a second run would trip over.
-type phaseFunc func(ctx context.Context, tx pgx.Tx, key *models.IdempotencyKey) (PhaseAction, error)
-
-// atomicPhase runs fn in one SERIALIZABLE transaction together with the PhaseAction it returns,
-// and on commit updates key in place.
+// atomicPhase runs one atomic phase: every phase from the key's recovery point up to the next
+// foreign state mutation (the charge) or the end of the request, in one SERIALIZABLE
+// transaction. That is the article's own definition of an atomic phase, the local work between
+// two foreign state mutations; phases that nothing foreign separates gain nothing from separate
+// commits, and each commit is an fsync that the rider waits for.
 //
-// Fencing: the phase first re-reads the key and checks that its locked_at is still the value
-// this request wrote when it took the lock. If another request took the key over, the phase
-// commits nothing and returns ErrLockLost.
-func (e *Executor) atomicPhase(ctx context.Context, key *models.IdempotencyKey, fn phaseFunc) error {
-	var updated *models.IdempotencyKey
-	err := e.inSerializableTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		current, err := models.IdempotencyKeyGetByIDForUpdate(ctx, tx, key.ID)
-		if err != nil {
-			if errors.Is(err, models.ErrNotFound) {
-				return ErrLockLost // reaped under our feet: certainly not ours any more
-			}
-			return err
-		}
-		if !holdsLock(current, key) {
-			return ErrLockLost
-		}
+// The first atomic phase of a request also finds or creates its key (upsertIdempotencyKey).
+//
+// The phases queue their writes, and their PhaseActions move the key's progress along in
+// memory; the executor writes the key once, as the transaction commits, with the last recovery
+// point reached. A recovery point passed inside the transaction is never seen by anyone else,
+// so writing it would only cost an update. The key's write comes first in the transaction's
+// batch: a new key exists before the ride that references it, and every transaction locks the
+// key's row before any other, so that requests working one key never deadlock.
+//
+// Fencing: the key's write matches only while this request still holds the lock it took (see
+// models.IdempotencyKeyRecordProgress). If another request took the key over, the whole phase
+// rolls back and returns ErrLockLost.
+func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
+	start := *r
+	var (
+		newKey     bool
+		written    *models.IdempotencyKey
+		committing bool // the phases are done, and only the batch and the commit can fail
+	)
+	err := e.inSerializableTx(ctx, func(ctx context.Context, tx *phaseTx) error {
+		*r = start // a retried transaction starts again from what the last commit left
+		newKey, written, committing = false, &models.IdempotencyKey{}, false
 
-		action, err := fn(ctx, tx, current)
-		if err != nil {
-			return err
-		}
-		if e.hooks.inPhase != nil {
-			if err := e.hooks.inPhase(ctx, tx, current.RecoveryPoint); err != nil {
+		if r.key == nil {
+			var err error
+			if newKey, err = e.upsertIdempotencyKey(ctx, tx, r); err != nil || r.replayed {
 				return err
 			}
 		}
-		updated, err = action.apply(ctx, tx, current)
-		return err
+
+		progress := models.IdempotencyKeyProgress{RecoveryPoint: r.key.RecoveryPoint}
+		for progress.RecoveryPoint != models.RecoveryPointFinished {
+			at := progress.RecoveryPoint
+			phase, beforeCharge := e.phaseAt(at, r)
+			action, err := phase(ctx, tx, r)
+			if err != nil {
+				return err
+			}
+			if e.hooks.inPhase != nil {
+				if err := e.hooks.inPhase(ctx, tx, at); err != nil {
+					return err
+				}
+			}
+			if err := action.apply(&progress); err != nil {
+				return err
+			}
+			if beforeCharge && progress.RecoveryPoint != models.RecoveryPointFinished {
+				// The charge comes next, outside any transaction: record that it is about to be
+				// attempted, which the Stripe key's age is measured from, and commit.
+				progress.ChargeAttempted = true
+				break
+			}
+		}
+
+		tx.writeFirst(func(batch *pgx.Batch) {
+			if newKey {
+				models.IdempotencyKeyInsert(batch, newKeyParams(r.key, progress), written)
+			} else {
+				models.IdempotencyKeyRecordProgress(batch, r.key.ID, r.lockedAt, progress, written)
+			}
+		})
+		committing = true
+		return nil
 	})
-	if err != nil {
+	switch {
+	case err != nil && committing && !newKey && written.ID == 0 && errors.Is(err, models.ErrNotFound):
+		return ErrLockLost // taken over, or reaped under our feet: certainly not ours any more
+	case err != nil || r.replayed:
 		return err
 	}
-	// The lock token is what this request took, not what the row says after a Response
-	// released it: unlocking later must still compare against the original.
-	lockedAt := key.LockedAt
-	*key = *updated
-	if key.RecoveryPoint != models.RecoveryPointFinished {
-		key.LockedAt = lockedAt
+	r.key = written
+	if written.LockedAt != nil {
+		r.lockedAt = *written.LockedAt
 	}
 	return nil
 }
 
-// holdsLock reports whether current, read inside a phase, is still locked by the request that
-// holds mine (the key as that request last saw it).
-func holdsLock(current, mine *models.IdempotencyKey) bool {
-	return current.RecoveryPoint != models.RecoveryPointFinished &&
-		current.LockedAt != nil && mine.LockedAt != nil &&
-		current.LockedAt.Equal(*mine.LockedAt)
-}
-
-// Backoff between tries of a phase that hit a serialization failure: full jitter over an
-// exponentially growing ceiling, so that the conflicting transactions spread out instead of
+// Backoff between tries of an atomic phase that hit a serialization failure: full jitter over
+// an exponentially growing ceiling, so that the conflicting transactions spread out instead of
 // colliding again in lockstep.
 const (
-	retryBackoffBase = 5 * time.Millisecond
-	retryBackoffMax  = 500 * time.Millisecond
+	retryBackoffBase = 2 * time.Millisecond
+	retryBackoffMax  = 200 * time.Millisecond
 )
 
-// inSerializableTx runs fn in a SERIALIZABLE transaction, and runs it again in a new one when
-// Postgres aborts it with a serialization failure (40001) or a deadlock (40P01), up to
-// Config.MaxPhaseAttempts tries. Those two errors mean only that a concurrent transaction got
-// in the way; the same work usually succeeds at once when retried.
-func (e *Executor) inSerializableTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+// inSerializableTx runs fn in a SERIALIZABLE transaction and commits it, and runs it again in a
+// new one when Postgres aborts it with a serialization failure (40001) or a deadlock (40P01),
+// for as long as Config.ConflictRetryBudget allows. Those two errors mean only that a
+// concurrent transaction got in the way; the same work usually succeeds at once when retried.
+// The budget is time, not a number of tries, because what the rider feels is time: a try costs
+// a millisecond when the database is idle and far more when it is loaded.
+func (e *Executor) inSerializableTx(ctx context.Context, fn func(ctx context.Context, tx *phaseTx) error) error {
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
-		err := pgx.BeginTxFunc(ctx, e.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
-			return fn(ctx, tx)
-		})
+		tx := &phaseTx{pool: e.pool}
+		err := fn(ctx, tx)
+		if err == nil {
+			err = tx.commit(ctx)
+		}
+		if err != nil {
+			tx.rollback(context.WithoutCancel(ctx))
+		}
 		if err == nil || !isRetryable(err) {
 			return err
 		}
-		if attempt >= e.config.MaxPhaseAttempts {
-			return fmt.Errorf("%w after %d attempts: %w", ErrConflict, attempt, err)
+		if time.Since(start) >= e.config.ConflictRetryBudget {
+			return fmt.Errorf("%w after %d attempts in %s: %w", ErrConflict, attempt,
+				time.Since(start).Round(time.Millisecond), err)
 		}
 
 		ceiling := min(retryBackoffBase<<attempt, retryBackoffMax)

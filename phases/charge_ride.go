@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stripe/stripe-go/v76"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
@@ -20,83 +19,106 @@ const (
 	RideCurrency          = "usd"
 )
 
-// chargeRide takes a request from ride_created to charge_created. Its heart is the request's one
-// foreign state mutation, the Stripe charge, which no database transaction can roll back. So it
-// is three steps, and no transaction or pooled connection is held while Stripe is called:
+// chargeAnswer is what became of a charge that Stripe answered: the charge, or, for a charge
+// that no retry can change, the response or review that settles the request.
+type chargeAnswer struct {
+	charge  *stripe.Charge
+	refusal *problem.Problem // Stripe refused the charge for good
+
+	// stuckReason and stuckDetail say why retrying can never settle the charge (see stuckAtStripe).
+	stuckReason, stuckDetail string
+}
+
+// The phase from ride_created to charge_created is the request's one foreign state mutation, the
+// Stripe charge, which no database transaction can roll back. So it is three steps, and no
+// transaction or pooled connection is held while Stripe is called:
 //
-//  1. An atomic phase that checks the lock and records when the charge was first attempted.
-//  2. The charge itself, sent with the key's own Stripe idempotency key, so that however often
-//     this step is retried, in this process or another, Stripe charges once.
-//  3. An atomic phase that stores the outcome: the charge id and recovery point charge_created,
-//     or, for a definitive refusal, the stored 402 response.
+//  1. prepareCharge, the last phase of the atomic phase before the charge, which commits that a
+//     charge is about to be attempted (see atomicPhase).
+//  2. sendCharge, the charge itself, sent with the key's own Stripe idempotency key, so that
+//     however often this step is retried, in this process or another, Stripe charges once.
+//  3. recordCharge, the first phase of the atomic phase after it, which stores the outcome:
+//     the charge id and recovery point charge_created, or, for a definitive refusal, the
+//     stored 402 response.
 //
 // An indeterminate outcome (timeout, dropped connection, 5xx) stores nothing and returns a
 // PaymentUnavailableError: the next try simply asks Stripe again with the same key.
-func (e *Executor) chargeRide(ctx context.Context, key *models.IdempotencyKey, req *CreateRideRequest) error {
-	var ride *models.Ride
-	err := e.atomicPhase(ctx, key, func(ctx context.Context, tx pgx.Tx, key *models.IdempotencyKey) (PhaseAction, error) {
-		var err error
-		ride, err = models.RideGetByIdempotencyKeyID(ctx, tx, key.ID)
-		if err != nil {
-			return nil, fmt.Errorf("bug: no ride for key at %s: %w", models.RecoveryPointRideCreated, err)
-		}
 
-		if req.RaiseError {
-			return nil, ErrSimulated
-		}
-
-		_, expired, err := models.IdempotencyKeyMarkChargeAttempted(ctx, tx, key.ID, e.config.StripeKeyMaxAge)
-		if err != nil {
-			return nil, err
-		}
-		if expired {
-			// Stripe may have forgotten our key, so re-sending could charge a second time.
-			return e.needsReview(ctx, tx, key, ride, models.AbandonedReasonStripeKeyExpired,
-				"the first charge attempt is older than Stripe's idempotency key memory")
-		}
-		return NoOp{}, nil
-	})
-	if err != nil || key.RecoveryPoint == models.RecoveryPointFinished {
-		return err
+// prepareCharge gets the ride to charge, and refuses to re-send a charge that Stripe may have
+// forgotten the idempotency key of.
+func (e *Executor) prepareCharge(ctx context.Context, tx *phaseTx, r *run) (PhaseAction, error) {
+	if err := e.loadRide(ctx, tx, r); err != nil {
+		return nil, err
 	}
+	if r.key.ChargeAttemptedAt == nil {
+		return NoOp{}, nil
+	}
+	expired, err := models.IdempotencyKeyChargeAttemptOlderThan(ctx, tx, r.key.ID, e.config.StripeKeyMaxAge)
+	if err != nil {
+		return nil, err
+	}
+	if expired {
+		// Stripe may have forgotten our key, so re-sending could charge a second time.
+		return e.needsReview(ctx, tx, r, models.AbandonedReasonStripeKeyExpired,
+			"the first charge attempt is older than Stripe's idempotency key memory")
+	}
+	return NoOp{}, nil
+}
 
-	charge, chargeErr := e.createCharge(ctx, key, req.User, ride)
+// sendCharge sends the charge and sorts Stripe's answer: an answer the next atomic phase
+// records, or an error that leaves the request at ride_created for a retry.
+func (e *Executor) sendCharge(ctx context.Context, r *run) (*chargeAnswer, error) {
+	charge, err := e.createCharge(ctx, r.key, r.req.User, r.ride)
 	if e.hooks.afterCharge != nil {
 		e.hooks.afterCharge(ctx)
 	}
-	if chargeErr == nil {
+	if err == nil {
 		e.faultPoint(ctx, FaultPointChargeAnswered)
+		return &chargeAnswer{charge: charge}, nil
 	}
-
-	if chargeErr != nil {
-		if refusal := definitiveRefusal(chargeErr); refusal != nil {
-			return e.atomicPhase(ctx, key, func(context.Context, pgx.Tx, *models.IdempotencyKey) (PhaseAction, error) {
-				return Response{Status: statusPaymentRequired, Body: refusal}, nil
-			})
-		}
-		if reason := stuckAtStripe(chargeErr); reason != "" {
-			return e.atomicPhase(ctx, key, func(ctx context.Context, tx pgx.Tx, key *models.IdempotencyKey) (PhaseAction, error) {
-				return e.needsReview(ctx, tx, key, ride, reason, chargeErr.Error())
-			})
-		}
-		if isIndeterminate(chargeErr) {
-			return &PaymentUnavailableError{Err: chargeErr}
-		}
-		return fmt.Errorf("error charging ride %d: %w", ride.ID, chargeErr)
+	if refusal := definitiveRefusal(err); refusal != nil {
+		return &chargeAnswer{refusal: refusal}, nil
 	}
+	if reason := stuckAtStripe(err); reason != "" {
+		return &chargeAnswer{stuckReason: reason, stuckDetail: err.Error()}, nil
+	}
+	if isIndeterminate(err) {
+		return nil, &PaymentUnavailableError{Err: err}
+	}
+	return nil, fmt.Errorf("error charging ride %d: %w", r.ride.ID, err)
+}
 
-	return e.atomicPhase(ctx, key, func(ctx context.Context, tx pgx.Tx, key *models.IdempotencyKey) (PhaseAction, error) {
-		if _, err := models.RideSetStripeChargeID(ctx, tx, ride.ID, charge.ID); err != nil {
-			return nil, err
-		}
-		return RecoveryPoint{Name: models.RecoveryPointChargeCreated}, nil
-	})
+// recordCharge stores what Stripe answered.
+func (e *Executor) recordCharge(ctx context.Context, tx *phaseTx, r *run) (PhaseAction, error) {
+	switch answer := r.charge; {
+	case answer.refusal != nil:
+		return Response{Status: statusPaymentRequired, Body: answer.refusal}, nil
+	case answer.stuckReason != "":
+		return e.needsReview(ctx, tx, r, answer.stuckReason, answer.stuckDetail)
+	}
+	models.RideSetStripeChargeID(&tx.Writes, r.ride.ID, r.charge.charge.ID)
+	r.ride.StripeChargeID = &r.charge.charge.ID
+	return RecoveryPoint{Name: models.RecoveryPointChargeCreated}, nil
+}
+
+// loadRide reads the request's ride, unless this run created it.
+func (e *Executor) loadRide(ctx context.Context, tx *phaseTx, r *run) error {
+	if r.ride != nil {
+		return nil
+	}
+	ride, err := models.RideGetByIdempotencyKeyID(ctx, tx, r.key.ID)
+	if err != nil {
+		return fmt.Errorf("bug: no ride for key at %s: %w", r.key.RecoveryPoint, err)
+	}
+	r.ride = ride
+	return nil
 }
 
 // needsReview finishes a request whose charge no retry can settle: it records the request in
 // abandoned_requests for a person, and stores a 500 that tells the client not to try again with
 // a new key (which could charge twice).
-func (e *Executor) needsReview(ctx context.Context, tx pgx.Tx, key *models.IdempotencyKey, ride *models.Ride, reason, detail string) (PhaseAction, error) {
+func (e *Executor) needsReview(ctx context.Context, tx *phaseTx, r *run, reason, detail string) (PhaseAction, error) {
+	key, ride := r.key, r.ride
 	recorded := *key
 	recorded.LastError = &detail
 	if _, err := models.AbandonedRequestInsertFromKey(ctx, tx, &recorded, reason, &ride.ID); err != nil {

@@ -2,41 +2,36 @@ package phases
 
 import (
 	"context"
-	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// createRideRecord is the atomic phase from started to ride_created: it inserts the ride and its
-// audit record. Nothing outside the database happens here, so everything is in one transaction.
-func (e *Executor) createRideRecord(ctx context.Context, key *models.IdempotencyKey, req *CreateRideRequest) error {
-	return e.atomicPhase(ctx, key, func(ctx context.Context, tx pgx.Tx, key *models.IdempotencyKey) (PhaseAction, error) {
-		ride, err := models.RideInsert(ctx, tx, models.RideInsertParams{
-			IdempotencyKeyID: key.ID,
-			OriginLat:        req.Params.OriginLat,
-			OriginLon:        req.Params.OriginLon,
-			TargetLat:        req.Params.TargetLat,
-			TargetLon:        req.Params.TargetLon,
-			UserID:           key.UserID,
-		})
-		if err != nil {
-			return nil, err
-		}
+// createRideRecord is the phase from started to ride_created: it inserts the ride and its audit
+// record. Nothing outside the database happens here, so it shares the atomic phase of the key's
+// upsert and of the charge's preparation.
+func (e *Executor) createRideRecord(_ context.Context, tx *phaseTx, r *run) (PhaseAction, error) {
+	key, params := r.key, r.req.Params
+	keyID := key.ID
+	r.ride = &models.Ride{
+		ID:               models.NewID(),
+		IdempotencyKeyID: &keyID,
+		OriginLat:        params.OriginLat,
+		OriginLon:        params.OriginLon,
+		TargetLat:        params.TargetLat,
+		TargetLon:        params.TargetLon,
+		UserID:           key.UserID,
+	}
+	models.RideInsert(&tx.Writes, r.ride)
 
-		_, err = models.AuditRecordInsert(ctx, tx, models.AuditRecordInsertParams{
-			Action:       models.AuditActionRideCreated,
-			Data:         key.RequestParams,
-			OriginIP:     req.OriginIP,
-			ResourceID:   ride.ID,
-			ResourceType: "ride",
-			UserID:       key.UserID,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("error auditing ride %d: %w", ride.ID, err)
-		}
-
-		return RecoveryPoint{Name: models.RecoveryPointRideCreated}, nil
+	models.AuditRecordInsert(&tx.Writes, models.AuditRecordInsertParams{
+		ID:           models.NewID(),
+		Action:       models.AuditActionRideCreated,
+		Data:         key.RequestParams,
+		OriginIP:     r.req.OriginIP,
+		ResourceID:   r.ride.ID,
+		ResourceType: "ride",
+		UserID:       key.UserID,
 	})
+
+	return RecoveryPoint{Name: models.RecoveryPointRideCreated}, nil
 }

@@ -18,8 +18,9 @@ var (
 	// over. It stopped without committing anything further; the other request carries on.
 	ErrLockLost = errors.New("idempotency key lock was taken over by another request")
 
-	// ErrConflict: a phase kept failing on serialization conflicts or deadlocks with concurrent
-	// transactions, and gave up after Config.MaxPhaseAttempts tries.
+	// ErrConflict: an atomic phase kept failing on serialization conflicts or deadlocks with
+	// concurrent transactions for all of Config.ConflictRetryBudget. Nothing of that phase
+	// was committed, and a retry of the request resumes.
 	ErrConflict = errors.New("phase kept conflicting with concurrent transactions")
 
 	// ErrSimulated is the failure the raise_error parameter asks for.

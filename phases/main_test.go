@@ -8,8 +8,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/rocketrides/rocketrides/internal/dbtest"
 	"github.com/rocketrides/rocketrides/internal/ridetest"
 	"github.com/rocketrides/rocketrides/models"
@@ -122,9 +120,22 @@ func (b *testBundle) requireOneChargedRide(t *testing.T, rider *ridetest.Rider) 
 	}
 }
 
-// failAt returns an inPhase hook that fails the phase running at point.
-func failAt(point models.RecoveryPoint) func(context.Context, pgx.Tx, models.RecoveryPoint) error {
-	return func(_ context.Context, _ pgx.Tx, p models.RecoveryPoint) error {
+// leaveBeforeCharge runs the test request of rider with raise_error, which fails it right after
+// the first atomic phase committed, and checks that it left the key unlocked at ride_created.
+func (b *testBundle) leaveBeforeCharge(t *testing.T, rider *ridetest.Rider) *models.IdempotencyKey {
+	t.Helper()
+	req := newRequest(rider)
+	req.RaiseError = true
+	if _, err := b.executor.CreateRide(context.Background(), req); !errors.Is(err, ErrSimulated) {
+		t.Fatalf("want ErrSimulated, got %v", err)
+	}
+	return b.requireUnlockedAt(t, rider, models.RecoveryPointRideCreated)
+}
+
+// failAt returns an inPhase hook that fails the phase running at point, which rolls back its
+// whole atomic phase.
+func failAt(point models.RecoveryPoint) func(context.Context, models.DBTX, models.RecoveryPoint) error {
+	return func(_ context.Context, _ models.DBTX, p models.RecoveryPoint) error {
 		if p == point {
 			return errInjected
 		}

@@ -1,20 +1,27 @@
 // Package phases is the state machine of "Implementing Stripe-like Idempotency Keys in
-// Postgres": a ride request broken into atomic phases, each one SERIALIZABLE transaction that
-// commits the recovery point it reached, so that a retry resumes where the last attempt stopped.
+// Postgres": a ride request broken into phases, each of which commits the recovery point it
+// reached together with its work, so that a retry resumes where the last attempt stopped.
 //
 // The phases form a directed acyclic graph:
 //
-//	tx1 upsert idempotency key       (upsert_idempotency_key.go)
+//	(upsert the idempotency key: upsert_idempotency_key.go)
 //	started        -> ride_created   (create_ride_record.go: ride + audit record)
 //	ride_created   -> charge_created (charge_ride.go: the foreign state mutation, a Stripe charge)
-//	charge_created -> finished       (send_receipt.go: stage the receipt job, store the response)
+//	charge_created -> finished       (stage_receipt.go: stage the receipt job, store the response)
 //
 // A phase may also jump straight to finished with a Response (a declined card), which is stored
 // on the key and replayed to every retry.
+//
+// An atomic phase, in the article's own definition, is the local work between two foreign state
+// mutations. The request has one, the charge, so a new request commits twice: once with
+// everything up to the charge (key, ride, audit record, and the note that a charge is about to
+// be sent), and once with everything after it (the charge id, the staged receipt, the response).
+// The Executor draws those boundaries in one place, atomicPhase.
 package phases
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,7 +30,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stripe/stripe-go/v76/client"
 
@@ -42,11 +48,11 @@ type Config struct {
 	// charge. Default 23 h, an hour of margin for clock skew and slow requests.
 	StripeKeyMaxAge time.Duration
 
-	// MaxPhaseAttempts bounds how often a phase is retried after a serialization failure or a
-	// deadlock before the request gives up with ErrConflict. Default 8: under SERIALIZABLE,
-	// concurrent requests of one rider conflict on shared index pages even with different
-	// keys, and a burst of them needs a few rounds of jittered backoff to get through.
-	MaxPhaseAttempts int
+	// ConflictRetryBudget bounds how long an atomic phase keeps retrying serialization failures
+	// and deadlocks before the request gives up with ErrConflict. Default 2 s: well past what a
+	// burst of conflicts takes to clear, and short enough that the rider's app retries (with
+	// the same key) long before the rider gives up.
+	ConflictRetryBudget time.Duration
 
 	// SimulateErrors allows the raise_error demo parameter. Off in production.
 	SimulateErrors bool
@@ -59,14 +65,20 @@ type Config struct {
 // FaultPoint names a moment in a request at which failure tests crash or stall the process.
 type FaultPoint string
 
-// The fault points: right after each recovery point commits, and between Stripe's answer to a
+// The fault points: right after each atomic phase commits, and between Stripe's answer to a
 // successful charge and the phase that records it (the worst moment to die: Stripe charged and
 // we do not know it yet).
 const (
-	FaultPointStarted        FaultPoint = "started"
-	FaultPointRideCreated    FaultPoint = "ride_created"
-	FaultPointChargeCreated  FaultPoint = "charge_created"
+	// FaultPointRideCreated: the first atomic phase committed the key at ride_created, with its
+	// ride and audit record; the charge is next.
+	FaultPointRideCreated FaultPoint = "ride_created"
+
+	// FaultPointChargeAnswered: Stripe charged, and nothing recorded it yet.
 	FaultPointChargeAnswered FaultPoint = "charge_answered"
+
+	// FaultPointFinished: the last atomic phase committed the charge, the staged receipt and the
+	// response; the client has not been answered yet.
+	FaultPointFinished FaultPoint = "finished"
 )
 
 // FaultInjector acts at fault points; see internal/faults.
@@ -74,16 +86,17 @@ type FaultInjector interface {
 	At(ctx context.Context, point FaultPoint)
 }
 
+// Defaults of Config.
+const (
+	LockTimeoutDefault         = 90 * time.Second
+	StripeKeyMaxAgeDefault     = 23 * time.Hour
+	ConflictRetryBudgetDefault = 2 * time.Second
+)
+
 func (c Config) withDefaults() Config {
-	if c.LockTimeout == 0 {
-		c.LockTimeout = 90 * time.Second
-	}
-	if c.StripeKeyMaxAge == 0 {
-		c.StripeKeyMaxAge = 23 * time.Hour
-	}
-	if c.MaxPhaseAttempts == 0 {
-		c.MaxPhaseAttempts = 8
-	}
+	c.LockTimeout = cmp.Or(c.LockTimeout, LockTimeoutDefault)
+	c.StripeKeyMaxAge = cmp.Or(c.StripeKeyMaxAge, StripeKeyMaxAgeDefault)
+	c.ConflictRetryBudget = cmp.Or(c.ConflictRetryBudget, ConflictRetryBudgetDefault)
 	return c
 }
 
@@ -102,8 +115,9 @@ type Executor struct {
 
 // testHooks let tests stop a request at a precise point to play a failure out.
 type testHooks struct {
-	// inPhase runs inside every atomic phase's transaction, after the phase's own work.
-	inPhase func(ctx context.Context, tx pgx.Tx, point models.RecoveryPoint) error
+	// inPhase runs inside the atomic phase's transaction after each phase's own work, with the
+	// recovery point the phase started from.
+	inPhase func(ctx context.Context, tx models.DBTX, point models.RecoveryPoint) error
 	// afterCharge runs once Stripe has answered, before the answer is committed.
 	afterCharge func(ctx context.Context)
 }
@@ -163,57 +177,89 @@ func (e *Executor) CreateRide(ctx context.Context, req *CreateRideRequest) (*Out
 		return nil, ErrSimulationDisabled
 	}
 
-	key, replayed, err := e.upsertIdempotencyKey(ctx, req)
-	if err != nil {
+	r := &run{req: req}
+	if err := e.runPhases(ctx, r); err != nil {
+		e.unlockAfterError(ctx, r, err)
 		return nil, err
-	}
-	if !replayed && key.RecoveryPoint == models.RecoveryPointStarted {
-		e.faultPoint(ctx, FaultPointStarted)
-	}
-
-	if !replayed {
-		if err := e.runPhases(ctx, key, req); err != nil {
-			e.unlockAfterError(ctx, key, err)
-			return nil, err
-		}
 	}
 
 	// Postgres hands jsonb back in its own layout; compacting it keeps what clients see small
 	// and identical between the first answer and every replay.
 	var body bytes.Buffer
-	if err := json.Compact(&body, key.ResponseBody); err != nil {
+	if err := json.Compact(&body, r.key.ResponseBody); err != nil {
 		return nil, fmt.Errorf("error compacting stored response: %w", err)
 	}
-	return &Outcome{StatusCode: *key.ResponseCode, Body: body.Bytes(), Replayed: replayed}, nil
+	return &Outcome{StatusCode: *r.key.ResponseCode, Body: body.Bytes(), Replayed: r.replayed}, nil
 }
 
-// runPhases walks the graph from the key's recovery point until the key is finished. Each phase
-// updates key in place when it commits.
-func (e *Executor) runPhases(ctx context.Context, key *models.IdempotencyKey, req *CreateRideRequest) error {
+// run is one run of a request through the phases: what it has learned so far.
+type run struct {
+	req *CreateRideRequest
+
+	// key is the key as the last atomic phase committed it; nil until the first one has.
+	key *models.IdempotencyKey
+
+	// lockedAt is this run's fencing token: the locked_at it took the key's lock with.
+	lockedAt time.Time
+
+	// replayed is set when the key had finished before this run.
+	replayed bool
+
+	// ride is the request's ride, once created or read.
+	ride *models.Ride
+
+	// charge is Stripe's answer to the charge, between the charge and the phase recording it.
+	charge *chargeAnswer
+}
+
+// phaseFunc is the work of one phase. It runs in the atomic phase's transaction, reading through
+// tx and queueing its writes on tx.Writes, and may run more than once (see inSerializableTx), so
+// it must keep no state outside the transaction that a second run would trip over.
+type phaseFunc func(ctx context.Context, tx *phaseTx, r *run) (PhaseAction, error)
+
+// runPhases walks the graph from the key's recovery point until the key is finished: atomic
+// phases, and between them the request's one foreign state mutation, the charge, which runs
+// with no transaction open.
+func (e *Executor) runPhases(ctx context.Context, r *run) error {
 	for {
-		var err error
-		switch key.RecoveryPoint {
-		case models.RecoveryPointStarted:
-			err = e.createRideRecord(ctx, key, req)
-		case models.RecoveryPointRideCreated:
-			err = e.chargeRide(ctx, key, req)
-		case models.RecoveryPointChargeCreated:
-			err = e.sendReceipt(ctx, key, req)
-		case models.RecoveryPointFinished:
-			return nil
-		default:
-			return fmt.Errorf("bug: unhandled recovery point %q", key.RecoveryPoint)
+		if err := e.atomicPhase(ctx, r); err != nil || r.replayed {
+			return err
 		}
+		if r.key.RecoveryPoint == models.RecoveryPointFinished {
+			e.faultPoint(ctx, FaultPointFinished)
+			return nil
+		}
+		e.faultPoint(ctx, FaultPointRideCreated)
+
+		// The atomic phase stopped because the charge is next.
+		if r.req.RaiseError {
+			return ErrSimulated
+		}
+		answer, err := e.sendCharge(ctx, r)
 		if err != nil {
 			return err
 		}
-		switch key.RecoveryPoint {
-		case models.RecoveryPointRideCreated:
-			e.faultPoint(ctx, FaultPointRideCreated)
-		case models.RecoveryPointChargeCreated:
-			e.faultPoint(ctx, FaultPointChargeCreated)
-		}
+		r.charge = answer
 	}
+}
+
+// phaseAt returns the phase that runs at recovery point at, and whether the charge follows it,
+// which ends the atomic phase.
+func (e *Executor) phaseAt(at models.RecoveryPoint, r *run) (phase phaseFunc, beforeCharge bool) {
+	switch at {
+	case models.RecoveryPointStarted:
+		return e.createRideRecord, false
+	case models.RecoveryPointRideCreated:
+		if r.charge == nil {
+			return e.prepareCharge, true
+		}
+		return e.recordCharge, false
+	case models.RecoveryPointChargeCreated:
+		return e.stageReceipt, false
+	}
+	return func(context.Context, *phaseTx, *run) (PhaseAction, error) {
+		return nil, fmt.Errorf("bug: unhandled recovery point %q", at)
+	}, false
 }
 
 // faultPoint tells the fault injector, if any, that the request is at point.
@@ -228,17 +274,17 @@ func (e *Executor) faultPoint(ctx context.Context, point FaultPoint) {
 const unlockTimeout = 5 * time.Second
 
 // unlockAfterError releases the key so that a retry need not wait out the lock timeout. A
-// request that lost its lock has nothing to release.
-func (e *Executor) unlockAfterError(ctx context.Context, key *models.IdempotencyKey, runErr error) {
-	if errors.Is(runErr, ErrLockLost) || key.LockedAt == nil {
+// request that never locked its key, or lost its lock, has nothing to release.
+func (e *Executor) unlockAfterError(ctx context.Context, r *run, runErr error) {
+	if errors.Is(runErr, ErrLockLost) || r.key == nil || r.lockedAt.IsZero() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
 	defer cancel()
 
-	if _, err := models.IdempotencyKeyUnlock(ctx, e.pool, key.ID, *key.LockedAt, runErr.Error()); err != nil {
+	if _, err := models.IdempotencyKeyUnlock(ctx, e.pool, r.key.ID, r.lockedAt, runErr.Error()); err != nil {
 		// The lock expires by itself after LockTimeout; a retry is only delayed.
 		e.logger.ErrorContext(ctx, "Phases: failed to unlock idempotency key",
-			slog.Int64("idempotency_key_id", key.ID), slog.String("error", err.Error()))
+			slog.Int64("idempotency_key_id", r.key.ID), slog.String("error", err.Error()))
 	}
 }

@@ -106,27 +106,42 @@ func TestCreateRide(t *testing.T) {
 	t.Run("KeyLockedNowIsInUse", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.executor.hooks.inPhase = failAt(models.RecoveryPointStarted)
-		if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, errInjected) {
-			t.Fatalf("want injected error, got %v", err)
-		}
-		b.executor.hooks.inPhase = nil
+		b.leaveBeforeCharge(t, b.Rider)
 		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now()`)
 
 		if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, ErrKeyInUse) {
 			t.Fatalf("want ErrKeyInUse, got %v", err)
 		}
-		if n := b.Count(t, `SELECT count(*) FROM rides`); n != 0 {
-			t.Fatalf("want no ride, got %d", n)
+		if n := b.Count(t, `SELECT count(*) FROM rides`); n != 1 {
+			t.Fatalf("want the one ride of the first run, got %d", n)
 		}
+		if n := b.Stripe.ChargeRequests(); n != 0 {
+			t.Fatalf("want no charge sent, got %d", n)
+		}
+	})
+
+	t.Run("FailureBeforeTheChargeStoresNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.executor.hooks.inPhase = failAt(models.RecoveryPointStarted)
+		if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, errInjected) {
+			t.Fatalf("want injected error, got %v", err)
+		}
+		// The key, the ride and the audit record are one atomic phase: none of them is left.
+		for _, table := range []string{"idempotency_keys", "rides", "audit_records"} {
+			if n := b.Count(t, `SELECT count(*) FROM `+table); n != 0 {
+				t.Fatalf("want no rows in %s, got %d", table, n)
+			}
+		}
+		b.executor.hooks.inPhase = nil
+		b.requireCreate(t, newRequest(b.Rider))
+		b.requireOneChargedRide(t, b.Rider)
 	})
 
 	t.Run("StaleLockIsTakenOver", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.executor.hooks.inPhase = failAt(models.RecoveryPointStarted)
-		_, _ = b.executor.CreateRide(ctx, newRequest(b.Rider))
-		b.executor.hooks.inPhase = nil
+		b.leaveBeforeCharge(t, b.Rider)
 		// A request that died 91 s ago without unlocking: its lock has expired.
 		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '91 seconds'`)
 
@@ -188,57 +203,87 @@ func TestResume(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	for _, point := range []models.RecoveryPoint{
-		models.RecoveryPointStarted,
-		models.RecoveryPointRideCreated,
-		models.RecoveryPointChargeCreated,
-	} {
-		t.Run("From_"+string(point), func(t *testing.T) {
-			t.Parallel()
-			b := setup(t)
-
-			b.executor.hooks.inPhase = failAt(point)
-			if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, errInjected) {
-				t.Fatalf("want injected error, got %v", err)
-			}
-			key := b.requireUnlockedAt(t, b.Rider, point)
-			if key.LastError == nil || *key.LastError != errInjected.Error() {
-				t.Fatalf("want last_error recorded, got %v", key.LastError)
-			}
-			chargesBefore := len(b.SucceededCharges())
-
-			b.executor.hooks.inPhase = nil
-			outcome, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
-			requireCreated(t, outcome, err)
-			if outcome.Replayed {
-				t.Fatal("a resumed request is not a replay")
-			}
-			b.requireOneChargedRide(t, b.Rider)
-
-			// Resuming at charge_created only stages the receipt: the charge was made before.
-			if point == models.RecoveryPointChargeCreated && chargesBefore != 1 {
-				t.Fatalf("want the charge made before the failure, got %d", chargesBefore)
-			}
-		})
+	// resume retries the test request and requires it to finish with one charged ride.
+	resume := func(t *testing.T, b *testBundle) {
+		t.Helper()
+		outcome, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		requireCreated(t, outcome, err)
+		if outcome.Replayed {
+			t.Fatal("a resumed request is not a replay")
+		}
+		b.requireOneChargedRide(t, b.Rider)
 	}
 
-	t.Run("InternalErrorDuringChargeUnlocksAtRideCreated", func(t *testing.T) {
+	// A key at started is left only by a release that committed every phase on its own; this
+	// one commits started together with ride_created. Such keys must still resume.
+	t.Run("FromStarted", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		req := newRequest(b.Rider)
-		req.RaiseError = true
+		params, _ := json.Marshal(testParams)
+		b.Exec(t, `INSERT INTO idempotency_keys (id, idempotency_key, locked_at, request_method,
+			request_params, request_path, origin_ip, recovery_point, stripe_idempotency_key, user_id)
+			VALUES (random_id(), $1, NULL, 'POST', $2, '/rides', '203.0.113.7', 'started',
+				'rocket-rides-test-from-started', $3)`, testKey, params, b.Rider.ID)
+		resume(t, b)
+	})
 
-		if _, err := b.executor.CreateRide(ctx, req); !errors.Is(err, ErrSimulated) {
-			t.Fatalf("want ErrSimulated, got %v", err)
+	t.Run("FromRideCreatedBeforeTheCharge", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.leaveBeforeCharge(t, b.Rider)
+		resume(t, b)
+	})
+
+	t.Run("FromRideCreatedAfterTheCharge", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.executor.hooks.inPhase = failAt(models.RecoveryPointChargeCreated)
+		if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, errInjected) {
+			t.Fatalf("want injected error, got %v", err)
 		}
-		b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
+		key := b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
+		if key.LastError == nil || *key.LastError != errInjected.Error() {
+			t.Fatalf("want last_error recorded, got %v", key.LastError)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM rides WHERE stripe_charge_id IS NOT NULL`); n != 0 {
+			t.Fatal("want the charge, recorded in the same atomic phase as the receipt, rolled back")
+		}
+		b.executor.hooks.inPhase = nil
+		resume(t, b) // Stripe replays the charge: still one
+		if n := b.Stripe.ChargeRequests(); n != 2 {
+			t.Fatalf("want the charge sent again with the same Stripe key, got %d requests", n)
+		}
+	})
+
+	// A key at charge_created, too, is left only by an older release.
+	t.Run("FromChargeCreated", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.executor.hooks.inPhase = failAt(models.RecoveryPointChargeCreated)
+		_, _ = b.executor.CreateRide(ctx, newRequest(b.Rider))
+		b.executor.hooks.inPhase = nil
+		charges := b.SucceededCharges()
+		if len(charges) != 1 {
+			t.Fatalf("want the charge made, got %+v", charges)
+		}
+		b.Exec(t, `UPDATE rides SET stripe_charge_id = $1`, charges[0].ID)
+		b.Exec(t, `UPDATE idempotency_keys SET recovery_point = 'charge_created'`)
+		resume(t, b)
+		if n := b.Stripe.ChargeRequests(); n != 1 {
+			t.Fatalf("want no charge sent again from charge_created, got %d requests", n)
+		}
+	})
+
+	t.Run("InternalErrorBeforeChargeUnlocksAtRideCreated", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.leaveBeforeCharge(t, b.Rider)
 		if b.Stripe.ChargeRequests() != 0 {
 			t.Fatal("want no charge attempted")
 		}
 
 		// raise_error is not part of the compared params: the retry without it matches.
-		b.requireCreate(t, newRequest(b.Rider))
-		b.requireOneChargedRide(t, b.Rider)
+		resume(t, b)
 	})
 }
 
@@ -256,7 +301,7 @@ func TestFaultPoints(t *testing.T) {
 	if _, err := executor.CreateRide(context.Background(), newRequest(b.Rider)); err != nil {
 		t.Fatal(err)
 	}
-	want := []FaultPoint{FaultPointStarted, FaultPointRideCreated, FaultPointChargeAnswered, FaultPointChargeCreated}
+	want := []FaultPoint{FaultPointRideCreated, FaultPointChargeAnswered, FaultPointFinished}
 	if fmt.Sprint(faults.points) != fmt.Sprint(want) {
 		t.Fatalf("want fault points %v in order, got %v", want, faults.points)
 	}

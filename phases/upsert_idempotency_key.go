@@ -7,71 +7,83 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// upsertIdempotencyKey is tx1, the first atomic phase: it finds or creates the key, and takes
-// its lock for this request. It returns replayed=true for a key that had already finished,
-// whose stored response is then simply handed back.
+// upsertIdempotencyKey opens the first atomic phase of a request: it finds the key, or makes a
+// new one in memory for the atomic phase to insert as it commits, and takes its lock for this
+// request. It sets r.replayed for a key that had already finished, whose stored response is
+// then simply handed back, and reports whether the key is new.
 //
 // Two first requests with one key cannot both insert it: the unique index on (user_id,
 // idempotency_key) stops one, and under SERIALIZABLE that one sees a serialization failure
 // (40001) rather than a unique violation. Its retry finds the winner's key, locked, and answers
 // ErrKeyInUse, or replays the response if the winner finished meanwhile.
-func (e *Executor) upsertIdempotencyKey(ctx context.Context, req *CreateRideRequest) (key *models.IdempotencyKey, replayed bool, err error) {
-	params, err := json.Marshal(req.Params)
+func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run) (newKey bool, err error) {
+	req := r.req
+	existing, err := models.IdempotencyKeyGetForUpdate(ctx, tx, req.User.ID, req.IdempotencyKey)
+	if errors.Is(err, models.ErrNotFound) {
+		if req.ResumeOnly {
+			return false, ErrKeyNotFound
+		}
+		params, err := json.Marshal(req.Params)
+		if err != nil {
+			return false, fmt.Errorf("error encoding request params: %w", err)
+		}
+		r.key = &models.IdempotencyKey{
+			ID:                   models.NewID(),
+			IdempotencyKey:       req.IdempotencyKey,
+			RequestMethod:        requestMethod,
+			RequestParams:        params,
+			RequestPath:          requestPath,
+			OriginIP:             req.OriginIP,
+			RecoveryPoint:        models.RecoveryPointStarted,
+			StripeIdempotencyKey: newStripeIdempotencyKey(),
+			UserID:               req.User.ID,
+		}
+		return true, nil
+	}
 	if err != nil {
-		return nil, false, fmt.Errorf("error encoding request params: %w", err)
+		return false, err
 	}
 
-	err = e.inSerializableTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		existing, err := models.IdempotencyKeyGetForUpdate(ctx, tx, req.User.ID, req.IdempotencyKey)
-		if errors.Is(err, models.ErrNotFound) && req.ResumeOnly {
-			return ErrKeyNotFound
-		}
-		if errors.Is(err, models.ErrNotFound) {
-			key, err = models.IdempotencyKeyInsert(ctx, tx, models.IdempotencyKeyInsertParams{
-				IdempotencyKey:       req.IdempotencyKey,
-				RequestMethod:        requestMethod,
-				RequestParams:        params,
-				RequestPath:          requestPath,
-				OriginIP:             req.OriginIP,
-				StripeIdempotencyKey: newStripeIdempotencyKey(),
-				UserID:               req.User.ID,
-			})
-			replayed = false
-			return err
-		}
-		if err != nil {
-			return err
-		}
-
-		same, err := sameParams(existing.RequestParams, req.Params)
-		if err != nil {
-			return err
-		}
-		if !same {
-			return ErrParamsMismatch
-		}
-
-		if existing.RecoveryPoint == models.RecoveryPointFinished {
-			key, replayed = existing, true
-			return nil
-		}
-
-		key, err = models.IdempotencyKeyLock(ctx, tx, existing.ID, e.config.LockTimeout)
-		if errors.Is(err, models.ErrNotFound) {
-			return ErrKeyInUse
-		}
-		replayed = false
-		return err
-	})
+	same, err := sameParams(existing.RequestParams, req.Params)
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
-	return key, replayed, nil
+	if !same {
+		return false, ErrParamsMismatch
+	}
+
+	if existing.RecoveryPoint == models.RecoveryPointFinished {
+		r.key, r.replayed = existing, true
+		return false, nil
+	}
+
+	r.key, err = models.IdempotencyKeyLock(ctx, tx, existing.ID, e.config.LockTimeout)
+	if errors.Is(err, models.ErrNotFound) {
+		return false, ErrKeyInUse
+	}
+	if err != nil {
+		return false, err
+	}
+	r.lockedAt = *r.key.LockedAt
+	return false, nil
+}
+
+// newKeyParams are the columns of a new key, as its first atomic phase leaves it.
+func newKeyParams(key *models.IdempotencyKey, progress models.IdempotencyKeyProgress) models.IdempotencyKeyInsertParams {
+	return models.IdempotencyKeyInsertParams{
+		ID:                   key.ID,
+		IdempotencyKey:       key.IdempotencyKey,
+		RequestMethod:        key.RequestMethod,
+		RequestParams:        key.RequestParams,
+		RequestPath:          key.RequestPath,
+		OriginIP:             key.OriginIP,
+		StripeIdempotencyKey: key.StripeIdempotencyKey,
+		UserID:               key.UserID,
+		Progress:             progress,
+	}
 }
 
 // newStripeIdempotencyKey makes the key our charge is sent to Stripe with. We never pass on

@@ -156,7 +156,7 @@ func TestEventLog(t *testing.T) {
 	l := newEventLog(&buf)
 	for _, line := range []string{
 		`api-1       | time=2026-01-01T00:00:00Z level=WARN msg="Faults: crashing" point=charge_answered`,
-		`api-2       | time=2026-01-01T00:00:00Z level=WARN msg="Faults: crashing" point=started`,
+		`api-2       | time=2026-01-01T00:00:00Z level=WARN msg="Faults: crashing" point=finished`,
 		`fakestripe  | time=2026-01-01T00:00:00Z level=INFO msg="Fakestripe: injecting fault" fault=charge_then_drop idempotency_key=k`,
 		`completer   | time=2026-01-01T00:00:00Z level=INFO msg="Completer: pushed keys" num_succeeded=3 num_failed=0 num_skipped=1`,
 		`worker-1    | time=2026-01-01T00:00:00Z level=INFO msg="Worker: sent receipt" ride_id=1`,
@@ -168,7 +168,7 @@ func TestEventLog(t *testing.T) {
 		}
 	}
 	c := l.counts()
-	if c.selfCrashes["charge_answered"] != 1 || c.selfCrashes["started"] != 1 || c.stripeFaults["charge_then_drop"] != 1 || c.completerFinished != 3 || c.fenced != 1 {
+	if c.selfCrashes["charge_answered"] != 1 || c.selfCrashes["finished"] != 1 || c.stripeFaults["charge_then_drop"] != 1 || c.completerFinished != 3 || c.fenced != 1 {
 		t.Errorf("unexpected counts %+v", c)
 	}
 	if strings.Count(buf.String(), "\n") != 7 {

@@ -190,8 +190,7 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 
 // apiEnv is the environment of the i-th API, with its fault points armed when faulty. The
 // replicas take turns between two profiles. The first crashes at every fault point. The second
-// stalls once the charge is recorded and once Stripe has answered, for longer than the lock
-// timeout: meanwhile the completer takes the key over, and when the stalled request wakes up,
+// stalls once Stripe has answered, for longer than the lock timeout: meanwhile the completer takes the key over, and when the stalled request wakes up,
 // fencing must stop it from committing anything. It does not crash, or it would rarely live
 // to the end of a stall.
 func (st *stack) apiEnv(i int, faulty bool) []string {
@@ -201,9 +200,9 @@ func (st *stack) apiEnv(i int, faulty bool) []string {
 	}
 	p := strconv.FormatFloat(st.cfg.crashProb, 'g', -1, 64)
 	if i%2 == 0 {
-		return append(env, fmt.Sprintf("FAULTS=started=crash@%[1]s,ride_created=crash@%[1]s,charge_created=crash@%[1]s,charge_answered=crash@%[1]s", p))
+		return append(env, fmt.Sprintf("FAULTS=ride_created=crash@%[1]s,charge_answered=crash@%[1]s,finished=crash@%[1]s", p))
 	}
-	return append(env, fmt.Sprintf("FAULTS=charge_created=stall:%[2]s@%[1]s,charge_answered=stall:%[2]s@%[1]s", p, stallFor))
+	return append(env, fmt.Sprintf("FAULTS=charge_answered=stall:%[2]s@%[1]s", p, stallFor))
 }
 
 // services are every process of Rocket Rides: the APIs, then the others.

@@ -7,10 +7,10 @@
 //	FAULTS=ride_created=crash              SIGKILL itself right after ride_created commits
 //	FAULTS=charge_answered=crash           ... after Stripe charged, before we recorded it
 //	FAULTS=charge_answered=stall:5s        pause there for 5 s (a GC pause, a frozen VM)
-//	FAULTS=started=crash@0.2               crash at 1 in 5 requests, at random
+//	FAULTS=finished=crash@0.2              crash at 1 in 5 requests, at random, after the
+//	                                       response was stored and before it was sent
 //
-// The points are phases.FaultPoint values: started, ride_created, charge_created and
-// charge_answered.
+// The points are phases.FaultPoint values: ride_created, charge_answered and finished.
 package faults
 
 import (
@@ -29,8 +29,7 @@ import (
 )
 
 var points = []phases.FaultPoint{
-	phases.FaultPointStarted, phases.FaultPointRideCreated,
-	phases.FaultPointChargeCreated, phases.FaultPointChargeAnswered,
+	phases.FaultPointRideCreated, phases.FaultPointChargeAnswered, phases.FaultPointFinished,
 }
 
 // rule is what to do at one point.

@@ -1,0 +1,134 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// phaseTx is the SERIALIZABLE transaction of one atomic phase, shaped to cost few round trips:
+//
+//   - BEGIN is not a round trip of its own: it is sent in one batch with the phase's first
+//     statement.
+//   - Reads (QueryRow) go to Postgres at once, because the phase needs their answers.
+//   - Writes are queued on Writes by the models functions that take a *pgx.Batch, and go to
+//     Postgres together, in one round trip, when the phase commits.
+//
+// So a phase that only writes (recording a charge and staging its receipt) costs two round trips,
+// the batch and the COMMIT. COMMIT stays a round trip of its own on purpose: the writes'
+// results must be checked before committing (the key's fenced update matches no row when another
+// request took the key over), and a COMMIT sent in the same batch would run regardless.
+//
+// It satisfies models.DBTX, so the models' read functions run in it unchanged.
+type phaseTx struct {
+	pool *pgxpool.Pool
+	tx   pgx.Tx // nil until the first statement began the transaction
+
+	// Writes are the phase's queued writes, sent by commit.
+	Writes pgx.Batch
+}
+
+var serializable = pgx.TxOptions{IsoLevel: pgx.Serializable}
+
+// send sends batch in the transaction, beginning it in the same round trip if this is its first
+// statement.
+func (t *phaseTx) send(ctx context.Context, batch *pgx.Batch) pgx.BatchResults {
+	if t.tx != nil {
+		return t.tx.SendBatch(ctx, batch)
+	}
+	begun := &pgx.Batch{}
+	begun.BeginTx(serializable)
+	begun.QueuedQueries = append(begun.QueuedQueries, batch.QueuedQueries...)
+	br := t.pool.SendBatch(ctx, begun)
+	t.tx = br.Tx()
+	return br
+}
+
+// QueryRow runs a read at once; the row must be scanned before the next statement.
+func (t *phaseTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if t.tx != nil {
+		return t.tx.QueryRow(ctx, sql, args...)
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(sql, args...)
+	br := t.send(ctx, batch)
+	if _, err := br.Exec(); err != nil { // the BEGIN
+		return &batchRow{br: br, err: err}
+	}
+	return &batchRow{br: br, row: br.QueryRow()}
+}
+
+// Exec and Query complete models.DBTX. The phases read with QueryRow and write through Writes,
+// so these begin the transaction in a round trip of their own if they come first.
+func (t *phaseTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := t.ensureBegun(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return t.tx.Exec(ctx, sql, args...)
+}
+
+func (t *phaseTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.ensureBegun(ctx); err != nil {
+		return nil, err
+	}
+	return t.tx.Query(ctx, sql, args...)
+}
+
+func (t *phaseTx) ensureBegun(ctx context.Context) error {
+	if t.tx != nil {
+		return nil
+	}
+	return t.send(ctx, &pgx.Batch{}).Close()
+}
+
+// writeFirst queues writes ahead of every write queued so far.
+func (t *phaseTx) writeFirst(queue func(batch *pgx.Batch)) {
+	first := &pgx.Batch{}
+	queue(first)
+	t.Writes.QueuedQueries = append(first.QueuedQueries, t.Writes.QueuedQueries...)
+}
+
+// commit sends the queued writes, checks every result, and commits.
+func (t *phaseTx) commit(ctx context.Context) error {
+	if len(t.Writes.QueuedQueries) > 0 || t.tx == nil {
+		if err := t.send(ctx, &t.Writes).Close(); err != nil {
+			return err
+		}
+	}
+	if t.tx == nil {
+		return errors.New("bug: the transaction did not begin")
+	}
+	if err := t.tx.Commit(ctx); err != nil {
+		return fmt.Errorf("error committing: %w", err)
+	}
+	return nil
+}
+
+// rollback ends the transaction, if it began, without committing anything.
+func (t *phaseTx) rollback(ctx context.Context) {
+	if t.tx != nil {
+		_ = t.tx.Rollback(ctx) // a broken connection is closed by pgx, rolling back for us
+	}
+}
+
+// batchRow is the row of a read sent in a batch, which ends the batch once scanned.
+type batchRow struct {
+	br  pgx.BatchResults
+	row pgx.Row
+	err error
+}
+
+func (r *batchRow) Scan(dest ...any) error {
+	err := r.err
+	if err == nil {
+		err = r.row.Scan(dest...)
+	}
+	if closeErr := r.br.Close(); err == nil {
+		err = closeErr
+	}
+	return err
+}

@@ -1,0 +1,47 @@
+package phases
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/rocketrides/rocketrides/models"
+)
+
+// ReceiptJobName is the job that emails a rider the receipt for a charged ride.
+const ReceiptJobName = "send_ride_receipt"
+
+// ReceiptJobArgs are the staged receipt job's arguments. The worker that sends receipts
+// decodes exactly this JSON.
+type ReceiptJobArgs struct {
+	RideID   int64  `json:"ride_id,string"` // a string, as in the API: ids are 63 random bits
+	UserID   int64  `json:"user_id"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// stageReceipt is the phase from charge_created to finished. Mailing a receipt is a foreign
+// state mutation too, but not one the rider has to wait for: the job is staged in staged_jobs
+// in this very transaction, and so exists if and only if the request finishes. The enqueuer
+// hands it to the job queue once it is committed.
+func (e *Executor) stageReceipt(ctx context.Context, tx *phaseTx, r *run) (PhaseAction, error) {
+	if err := e.loadRide(ctx, tx, r); err != nil {
+		return nil, err
+	}
+	if r.ride.StripeChargeID == nil {
+		return nil, fmt.Errorf("bug: ride %d has no charge at %s", r.ride.ID, models.RecoveryPointChargeCreated)
+	}
+
+	args, err := json.Marshal(ReceiptJobArgs{
+		RideID:   r.ride.ID,
+		UserID:   r.key.UserID,
+		Amount:   RideAmountCents,
+		Currency: RideCurrency,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error encoding receipt job: %w", err)
+	}
+	models.StagedJobInsert(&tx.Writes, ReceiptJobName, args)
+
+	return Response{Status: statusCreated, Body: NewRideCreatedBody(r.ride)}, nil
+}
