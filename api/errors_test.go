@@ -26,7 +26,7 @@ func TestErrFromPhases(t *testing.T) {
 		{phases.ErrParamsMismatch, http.StatusUnprocessableEntity, problem.CodeIdempotencyKeyReused, false},
 		{phases.ErrKeyInUse, http.StatusConflict, problem.CodeIdempotencyKeyInUse, true},
 		{phases.ErrLockLost, http.StatusConflict, problem.CodeIdempotencyKeyInUse, true},
-		{fmt.Errorf("%w after 5 attempts: boom", phases.ErrConflict), http.StatusConflict, problem.CodeIdempotencyKeyInUse, true},
+		{fmt.Errorf("%w after 5 attempts: boom", phases.ErrConflict), http.StatusConflict, problem.CodeRequestConflict, true},
 		{phases.ErrSimulationDisabled, http.StatusBadRequest, problem.CodeInvalidParameter, false},
 		{&phases.PaymentUnavailableError{Err: context.DeadlineExceeded}, http.StatusServiceUnavailable, problem.CodePaymentProcessorUnavailable, true},
 		{phases.ErrSimulated, http.StatusInternalServerError, problem.CodeInternalError, false},

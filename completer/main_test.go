@@ -2,6 +2,7 @@ package completer
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -52,24 +53,43 @@ func newRequest(rider *ridetest.Rider) *phases.CreateRideRequest {
 	}
 }
 
-// leaveAt runs a real request that stops at point, as one whose client gave up after an error
-// would, and returns its key. The failure is a real one: Stripe answering 500 for ride_created,
-// and for the other points a table whose inserts fail, through a trigger, until the test ends.
+// leaveAt leaves a request at point, as one whose client gave up after an error would, and
+// returns its key. At ride_created the failure is a real one, Stripe answering 500; keys at the
+// other points are what an older release, which committed every phase on its own, left.
 func (b *testBundle) leaveAt(t *testing.T, rider *ridetest.Rider, point models.RecoveryPoint) *models.IdempotencyKey {
 	t.Helper()
 	req := newRequest(rider)
 	switch point {
 	case models.RecoveryPointStarted:
-		defer b.breakInserts(t, "audit_records")()
+		// This release commits started together with ride_created; a key at started is one
+		// left by an older release, which committed every phase on its own.
+		params, _ := json.Marshal(req.Params)
+		b.Exec(t, `INSERT INTO idempotency_keys (id, idempotency_key, locked_at, request_method,
+			request_params, request_path, origin_ip, recovery_point, stripe_idempotency_key, user_id)
+			VALUES (random_id(), $1, NULL, 'POST', $2, '/rides', '203.0.113.7', 'started', $3, $4)`,
+			req.IdempotencyKey, params, "rocket-rides-"+req.IdempotencyKey, rider.ID)
 	case models.RecoveryPointRideCreated:
 		b.Stripe.InjectChargeFaults(fakestripe.FaultError500, 1)
+		if _, err := b.executor.CreateRide(context.Background(), req); err == nil {
+			t.Fatalf("want the request to fail at %s", point)
+		}
 	case models.RecoveryPointChargeCreated:
-		defer b.breakInserts(t, "staged_jobs")()
+		// Charged, then the atomic phase after the charge failed: left at ride_created. An older
+		// release committed the charge on its own, at charge_created; make the key such a one.
+		mend := b.breakInserts(t, "staged_jobs")
+		_, err := b.executor.CreateRide(context.Background(), req)
+		mend()
+		if err == nil {
+			t.Fatalf("want the request to fail at %s", point)
+		}
+		charge := b.Stripe.ChargesForIdempotencyKey(b.key(t, rider, req.IdempotencyKey).StripeIdempotencyKey)
+		if len(charge) != 1 {
+			t.Fatalf("want the ride charged, got %+v", charge)
+		}
+		b.Exec(t, `UPDATE rides SET stripe_charge_id = $1 WHERE user_id = $2`, charge[0].ID, rider.ID)
+		b.Exec(t, `UPDATE idempotency_keys SET recovery_point = 'charge_created' WHERE user_id = $1`, rider.ID)
 	default:
 		t.Fatalf("bug: cannot leave a request at %s", point)
-	}
-	if _, err := b.executor.CreateRide(context.Background(), req); err == nil {
-		t.Fatalf("want the request to fail at %s", point)
 	}
 	key := b.key(t, rider, req.IdempotencyKey)
 	if key.RecoveryPoint != point || key.LockedAt != nil {

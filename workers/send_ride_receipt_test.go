@@ -286,7 +286,7 @@ func TestSendRideReceiptArgsUniquePerRide(t *testing.T) {
 		}
 	}
 	// The enqueuer's path: decoded from staged_jobs and inserted with the returned options.
-	jobArgs, opts, err := DecodeStagedJob("send_ride_receipt", fmt.Appendf(nil, `{"ride_id":%d,"user_id":%d,"amount":2000,"currency":"usd"}`, ride.ID, b.rider.ID))
+	jobArgs, opts, err := DecodeStagedJob("send_ride_receipt", fmt.Appendf(nil, `{"ride_id":"%d","user_id":%d,"amount":2000,"currency":"usd"}`, ride.ID, b.rider.ID))
 	if err != nil {
 		t.Fatal(err)
 	}

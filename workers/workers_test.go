@@ -54,13 +54,13 @@ func TestDecodeStagedJob(t *testing.T) {
 	for _, tt := range []struct {
 		name, jobName, args string
 	}{
-		{"UnknownJobName", "send_ride_invoice", `{"ride_id":1,"user_id":1,"amount":2000,"currency":"usd"}`},
+		{"UnknownJobName", "send_ride_invoice", `{"ride_id":"1","user_id":1,"amount":2000,"currency":"usd"}`},
 		{"NotJSON", phases.ReceiptJobName, `{"ride_id":`},
-		{"WrongType", phases.ReceiptJobName, `{"ride_id":"1","user_id":1,"amount":2000,"currency":"usd"}`},
+		{"WrongType", phases.ReceiptJobName, `{"ride_id":1,"user_id":1,"amount":2000,"currency":"usd"}`},
 		{"NoRide", phases.ReceiptJobName, `{"user_id":1,"amount":2000,"currency":"usd"}`},
-		{"NoUser", phases.ReceiptJobName, `{"ride_id":1,"amount":2000,"currency":"usd"}`},
-		{"NoAmount", phases.ReceiptJobName, `{"ride_id":1,"user_id":1,"currency":"usd"}`},
-		{"BadCurrency", phases.ReceiptJobName, `{"ride_id":1,"user_id":1,"amount":2000,"currency":"dollars"}`},
+		{"NoUser", phases.ReceiptJobName, `{"ride_id":"1","amount":2000,"currency":"usd"}`},
+		{"NoAmount", phases.ReceiptJobName, `{"ride_id":"1","user_id":1,"currency":"usd"}`},
+		{"BadCurrency", phases.ReceiptJobName, `{"ride_id":"1","user_id":1,"amount":2000,"currency":"dollars"}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
