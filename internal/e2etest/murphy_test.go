@@ -149,10 +149,10 @@ func TestMurphyDatabaseGoesDown(t *testing.T) {
 	}
 
 	s := newMurphyStack(t, murphyOptions{DatabaseURL: cluster.URL("rocketrides")})
-	// The stall holds the request right after its key is created and locked, long enough to
-	// stop Postgres under it even on a loaded machine. (Each retry that resumes from started
-	// stalls as well, once the database is back.)
-	api := s.startAPI(0, "FAULTS=started=stall:3s")
+	// The stall holds the request right after its key is created, locked and at ride_created,
+	// long enough to stop Postgres under it even on a loaded machine. (Each retry that resumes
+	// from there stalls as well, once the database is back.)
+	api := s.startAPI(0, "FAULTS=ride_created=stall:3s")
 	key := newKey(t)
 	c := s.client(api.URL)
 	answers := recordAnswers(c)
@@ -173,7 +173,7 @@ func TestMurphyDatabaseGoesDown(t *testing.T) {
 		return strings.Contains(api.Output(), "Faults: stalling")
 	})
 	if !s.keyExists(key) {
-		t.Fatal("the request stalls at started, but its key is not stored")
+		t.Fatal("the request stalls at ride_created, but its key is not stored")
 	}
 	if err := cluster.StopServer(ctx); err != nil {
 		t.Fatal(err)
@@ -217,7 +217,10 @@ func TestMurphyDatabaseGoesDown(t *testing.T) {
 	}
 
 	s.assertReceiptStaged(s.assertBookedOnce(key, out.res))
-	s.assertChargeRequests(1)
+	// The held request went on to Stripe while the database was down, and Stripe charged; only
+	// recording the charge failed. The retry sent the charge again with the same Stripe key,
+	// and Stripe replayed it: two requests, one charge (assertTotals).
+	s.assertChargeRequests(2)
 	s.assertTotals(1)
 }
 
@@ -313,14 +316,15 @@ func TestMurphyAPIKilledAfterStripeCharged(t *testing.T) {
 // the key over and finishes it from where it stopped: one ride, one charge, a receipt staged.
 func TestMurphyAPIKilledAfterRecoveryPoint(t *testing.T) {
 	t.Parallel()
+	// The first atomic phase commits the key at ride_created with its ride; the second commits
+	// the charge together with the response (finished), which TestMurphyAPIKilledAfterFinished
+	// covers. So ride_created is the one point at which a dead request leaves a key unfinished.
 	for _, tt := range []struct{ name, point string }{
-		{"AfterStarted", "started"},
 		{"AfterRideCreated", "ride_created"},
-		{"AfterChargeCreated", "charge_created"},
 	} {
 		point := tt.point
-		// What the dead request left: a ride from ride_created on, a charge at charge_created.
-		hasRide, charged := point != "started", point == "charge_created"
+		// What the dead request left: a ride, not charged yet.
+		hasRide, charged := true, false
 
 		crash := func(t *testing.T) (*murphyStack, string, int) {
 			s := newMurphyStack(t, murphyOptions{})
@@ -510,6 +514,27 @@ func TestMurphyLockTimeoutTakeover(t *testing.T) {
 	if messages := s.mail.Messages(); len(messages) != 1 || len(messages[0].To) != 1 || messages[0].To[0] != s.email {
 		t.Fatalf("want one receipt mailed to %s, got %+v", s.email, messages)
 	}
+}
+
+// TestMurphyAPIKilledAfterFinished: the API dies after the last atomic phase committed the
+// charge and the response, before the client got the answer. The client's retry, through a
+// restarted API, gets the stored 201 replayed at once: nothing to resume, one charge.
+func TestMurphyAPIKilledAfterFinished(t *testing.T) {
+	t.Parallel()
+	s := newMurphyStack(t, murphyOptions{})
+	key := newKey(t)
+	port := s.crashAt("finished", key)
+	if k := s.key(key); k.RecoveryPoint != "finished" || k.Locked || k.RideStripeCharge == nil {
+		t.Fatalf("want the dead request's key finished, unlocked and charged, got %+v", k)
+	}
+	res, err := s.client(s.startAPI(port).URL).CreateRideWithKey(t.Context(), key, murphyParams)
+	if err != nil || !res.Replayed || res.Attempts != 1 {
+		t.Fatalf("want the retry to get the stored 201 replayed at once, got %+v, %v", res, err)
+	}
+	k := s.assertBookedOnce(key, res)
+	s.assertReceiptStaged(k)
+	s.assertChargeRequests(1)
+	s.assertTotals(1)
 }
 
 // crashAt starts an API that SIGKILLs itself at the fault point, sends it one request with key,
