@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/rocketrides/rocketrides/internal/fakestripe"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/ridetest"
