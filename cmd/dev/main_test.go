@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -31,27 +32,41 @@ func TestDev(t *testing.T) {
 	}
 	dataDir := filepath.Join(tmp, "postgres")
 
+	var firstRideID, firstToken string
 	for run := 1; run <= 2; run++ {
 		port := proctest.FreePort(t)
 		p := proctest.Start(t, dev, []string{fmt.Sprintf("PORT=%d", port)}, "-data-dir", dataDir)
 		banner := proctest.WaitOutput(t, p, "RIDER=rr_", 3*time.Minute)
 		token := regexp.MustCompile(`RIDER=(rr_\S+)`).FindStringSubmatch(banner)[1]
 
-		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/rides", port),
-			strings.NewReader("origin_lat=37.7749&origin_lon=-122.4194&target_lat=37.3382&target_lon=-121.8863"))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Idempotency-Key", fmt.Sprintf("dev-test-ride-%020d", run))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		book := func(run int, token string) (rideID string, replayed bool) {
+			req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/rides", port),
+				strings.NewReader("origin_lat=37.7749&origin_lon=-122.4194&target_lat=37.3382&target_lon=-121.8863"))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Idempotency-Key", fmt.Sprintf("dev-test-ride-%020d", run))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body struct{ Ride struct{ ID string } }
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusCreated {
+				t.Fatalf("run %d: want 201 with a ride, got %d, %v\n%s", run, resp.StatusCode, err, p.Output())
+			}
+			return body.Ride.ID, resp.Header.Get("Idempotent-Replayed") == "true"
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("run %d: want 201, got %d\n%s", run, resp.StatusCode, p.Output())
+		rideID, _ := book(run, token)
+		proctest.WaitOutput(t, p, fmt.Sprintf(`msg="Worker: sent receipt" ride_id=%s`, rideID), 30*time.Second)
+		if run == 2 {
+			// The database kept the first run's ride: its key, sent again, replays it.
+			if firstAgain, replayed := book(1, firstToken); firstAgain != firstRideID || !replayed {
+				t.Fatalf("want the first run's ride %s replayed, got ride %s (replayed %t)", firstRideID, firstAgain, replayed)
+			}
 		}
-		// The second run's ride is ride 2: the database kept the first one.
-		proctest.WaitOutput(t, p, fmt.Sprintf(`msg="Worker: sent receipt" ride_id=%d`, run), 30*time.Second)
+		if run == 1 {
+			firstRideID, firstToken = rideID, token
+		}
 
 		// Ctrl-C in a terminal signals the whole foreground process group.
 		if err := p.SignalGroup(syscall.SIGINT); err != nil {

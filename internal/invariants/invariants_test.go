@@ -303,7 +303,7 @@ func TestCheck(t *testing.T) {
 		bk := b.book(t)
 		b.exec(t, `UPDATE rides SET receipt_sent_at = NULL, receipt_message_id = NULL WHERE id = $1`, bk.rideID)
 		b.exec(t, `INSERT INTO river_job (args, kind, max_attempts, queue, state, finalized_at)
-			VALUES (jsonb_build_object('ride_id', $1::bigint), $2, 10, 'default', 'discarded', now())`, bk.rideID, phases.ReceiptJobName)
+			VALUES (jsonb_build_object('ride_id', $1::bigint::text), $2, 10, 'default', 'discarded', now())`, bk.rideID, phases.ReceiptJobName)
 		b.observed.Mailbox.Emails = nil
 		report := b.check(t, RuleReceiptMissing)
 		if d := report.Violations[0].Detail; !strings.Contains(d, "discarded") {
@@ -394,7 +394,7 @@ func TestCheck(t *testing.T) {
 		bk := b.book(t)
 		for _, state := range []string{"retryable", "running", "completed"} {
 			b.exec(t, `INSERT INTO river_job (args, kind, max_attempts, queue, state, finalized_at, attempted_at, attempt)
-				VALUES (jsonb_build_object('ride_id', $1::bigint), $2, 10, 'default', $3::river_job_state,
+				VALUES (jsonb_build_object('ride_id', $1::bigint::text), $2, 10, 'default', $3::river_job_state,
 				        CASE WHEN $3 = 'completed' THEN now() END, now(), 1)`, bk.rideID, phases.ReceiptJobName, state)
 		}
 		if report := b.check(t, RuleReceiptJobPending); len(report.Violations) != 2 {
