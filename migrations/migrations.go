@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -55,11 +55,13 @@ func NewProvider(db *sql.DB) (*goose.Provider, error) {
 
 // Open opens databaseURL through pgx's database/sql driver, the one NewProvider needs.
 func Open(databaseURL string) (*sql.DB, error) {
-	config, err := pgx.ParseConfig(databaseURL)
+	// Parsed as a pool's URL, so that the pool settings pgxpool reads from it (pool_max_conns
+	// and the like) are taken off rather than sent to Postgres, which would refuse them.
+	config, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("error parsing database URL: %w", err)
 	}
-	return stdlib.OpenDB(*config), nil
+	return stdlib.OpenDB(*config.ConnConfig), nil
 }
 
 // Up applies every pending migration to the database at databaseURL. It is safe to call from

@@ -3,6 +3,7 @@ package migrations_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -161,5 +162,19 @@ func assertTables(t *testing.T, url string, present, absent []string) {
 		if slices.Contains(tables, table) {
 			t.Errorf("table %s still there; tables: %v", table, tables)
 		}
+	}
+}
+
+// TestOpenTakesPoolSettings: DATABASE_URL may carry pgxpool's settings, such as pool_max_conns,
+// and migrating with it works: they are pgx's, not Postgres's.
+func TestOpenTakesPoolSettings(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewEmptyDB(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	if err := migrations.Up(t.Context(), url+sep+"pool_max_conns=8"); err != nil {
+		t.Fatalf("error migrating with pool_max_conns in the URL: %v", err)
 	}
 }
