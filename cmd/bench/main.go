@@ -2,7 +2,7 @@
 // public retrying client (package client), each under a fresh Idempotency-Key, and, with
 // -replay-share, send a share of their earlier keys again, whose answers must come back as
 // replays of the first. It then prints what it saw: requests, rides booked, replays, refusals,
-// unknown outcomes, throughput, and the latency of whole client calls, retries included.
+// unknown outcomes, 409 answers, throughput, and the latency of whole client calls, retries included.
 //
 //	go run ./cmd/bench -api http://localhost:5004 -token rr_... -clients 16 -duration 30s [-replay-share 0.2]
 //
@@ -69,14 +69,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "bench: %s\n", err)
 		return exitUsage
 	}
-	httpClient := &http.Client{Timeout: attemptTimeout, Transport: newTransport(opts.clients)}
+	httpClient, counter := newHTTPClient(opts.clients)
 	if err := checkReady(ctx, httpClient, opts.apiURL); err != nil {
 		fmt.Fprintf(stderr, "bench: %s\n", err)
 		return exitFailed
 	}
 
 	c := &client.Client{BaseURL: opts.apiURL, Token: opts.token, HTTPClient: httpClient, MaxElapsed: opts.giveUpAfter}
-	res := load(ctx, c, opts)
+	clients := make([]*client.Client, opts.clients)
+	for i := range clients {
+		clients[i] = c
+	}
+	res := load(ctx, clients, counter, opts.duration, opts.replayShare)
 	res.print(stdout, opts)
 	if res.failed() {
 		return exitFailed

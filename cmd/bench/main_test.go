@@ -41,7 +41,7 @@ func TestBench(t *testing.T) {
 		if calls := figure(t, out, "requests"); calls != booked+replays {
 			t.Fatalf("want %d calls (booked + replays), got %d:\n%s", booked+replays, calls, out)
 		}
-		for _, want := range []string{"rides/s", "latency, new keys", "latency, replays", "attempts per call"} {
+		for _, want := range []string{"rides/s", "409 answers", "latency, new keys", "latency, replays", "attempts per call"} {
 			if !strings.Contains(out, want) {
 				t.Fatalf("want %q in the table, got:\n%s", want, out)
 			}
