@@ -65,26 +65,31 @@ func (t *tally) add(o *tally) {
 type result struct {
 	tally
 	elapsed time.Duration
+
+	// conflicts counts the 409 answers, which the client retried within its calls.
+	conflicts int64
 }
 
 func (r *result) failed() bool { return r.unknown+r.unexpected+r.mismatches > 0 }
 
-// load runs the clients until opts.duration is over, or until a call fails: a failed run's
-// figures mean nothing, so there is no point in loading the API further. Calls under way are
-// let finish under ctx, so that stopping the load does not itself make outcomes unknown.
-func load(ctx context.Context, c *client.Client, opts *options) *result {
-	loadCtx, stopLoad := context.WithTimeout(ctx, opts.duration)
+// load runs one concurrent client per element of clients until duration is over, or until a
+// call fails: a failed run's figures mean nothing, so there is no point in loading the API
+// further. Calls under way are let finish under ctx, so that stopping the load does not itself
+// make outcomes unknown. The clients may be one rider's or each a rider of its own.
+func load(ctx context.Context, clients []*client.Client, counter *conflictCounter, duration time.Duration, replayShare float64) *result {
+	loadCtx, stopLoad := context.WithTimeout(ctx, duration)
 	defer stopLoad()
 
 	start := time.Now()
-	tallies := make([]tally, opts.clients)
+	conflictsBefore := counter.conflicts.Load()
+	tallies := make([]tally, len(clients))
 	var wg sync.WaitGroup
-	for i := range tallies {
+	for i, c := range clients {
 		wg.Go(func() {
 			t := &tallies[i]
 			var answered []firstAnswer
 			for loadCtx.Err() == nil {
-				if len(answered) > 0 && rand.Float64() < opts.replayShare {
+				if len(answered) > 0 && rand.Float64() < replayShare {
 					t.replay(ctx, c, answered[rand.IntN(len(answered))])
 				} else if first, ok := t.book(ctx, c); ok {
 					answered = append(answered, first)
@@ -97,7 +102,7 @@ func load(ctx context.Context, c *client.Client, opts *options) *result {
 	}
 	wg.Wait()
 
-	res := &result{elapsed: time.Since(start)}
+	res := &result{elapsed: time.Since(start), conflicts: counter.conflicts.Load() - conflictsBefore}
 	for i := range tallies {
 		res.add(&tallies[i])
 	}

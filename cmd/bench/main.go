@@ -1,14 +1,25 @@
-// Command bench is a load generator for a running API. Concurrent clients book rides with the
+// Command bench measures the ride API, in one of two modes.
+//
+// By default it is a load generator for a running API. Concurrent clients book rides with the
 // public retrying client (package client), each under a fresh Idempotency-Key, and, with
 // -replay-share, send a share of their earlier keys again, whose answers must come back as
 // replays of the first. It then prints what it saw: requests, rides booked, replays, refusals,
-// unknown outcomes, throughput, and the latency of whole client calls, retries included.
+// unknown outcomes, 409 answers, throughput, and the latency of whole client calls, retries
+// included.
 //
 //	go run ./cmd/bench -api http://localhost:5004 -token rr_... -clients 16 -duration 30s [-replay-share 0.2]
 //
+// With -compare it needs nothing running: it starts a durable Postgres cluster of its own, the
+// Stripe stand-in and the API, and compares the API's rides per second and latency with two
+// pgbench references on the same cluster in the same run, the article's four transactions per
+// ride and the same work in two, and prints one table and the ratios (see compare.go).
+//
+//	go run ./cmd/bench -compare [-rides 300000 -riders 1000 -clients 32 -duration 30s -solo-duration 10s]
+//
 // Exit status: 0 when every call ended in a booked ride, a refusal (402) or the replay of its
 // first answer; 1 when any ended with an unknown outcome, an unexpected error, or a replay that
-// differs from the first answer (a different ride id, say); 2 on bad usage.
+// differs from the first answer (a different ride id, say), or when -compare could not run; 2 on
+// bad usage.
 package main
 
 import (
@@ -53,15 +64,35 @@ func main() {
 	os.Exit(code)
 }
 
+// Defaults of -clients: the load generator's, and the comparison's, whose point is many riders
+// at once against a durable database.
+const (
+	loadClientsDefault    = 16
+	compareClientsDefault = 32
+)
+
 // options are the command line.
 type options struct {
+	compare     bool
 	apiURL      string
 	token       string
 	clients     int
 	duration    time.Duration
 	replayShare float64
 	giveUpAfter time.Duration
+
+	// Only with -compare.
+	soloDuration time.Duration
+	rides        int
+	riders       int
 }
+
+// Flags that only one of the modes reads: setting one in the other mode is a mistake worth
+// saying, not a setting to ignore.
+var (
+	loadOnlyFlags    = []string{"api", "token", "replay-share"}
+	compareOnlyFlags = []string{"solo-duration", "rides", "riders"}
+)
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	opts, err := parseOptions(args, getenv, stderr)
@@ -69,14 +100,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "bench: %s\n", err)
 		return exitUsage
 	}
-	httpClient := &http.Client{Timeout: attemptTimeout, Transport: newTransport(opts.clients)}
+	if opts.compare {
+		return runCompare(ctx, opts, stdout, stderr)
+	}
+	return runLoad(ctx, opts, stdout, stderr)
+}
+
+// runLoad loads the API at -api as the one rider whose token is -token.
+func runLoad(ctx context.Context, opts *options, stdout, stderr io.Writer) int {
+	httpClient, counter := newHTTPClient(opts.clients)
 	if err := checkReady(ctx, httpClient, opts.apiURL); err != nil {
 		fmt.Fprintf(stderr, "bench: %s\n", err)
 		return exitFailed
 	}
 
 	c := &client.Client{BaseURL: opts.apiURL, Token: opts.token, HTTPClient: httpClient, MaxElapsed: opts.giveUpAfter}
-	res := load(ctx, c, opts)
+	clients := make([]*client.Client, opts.clients)
+	for i := range clients {
+		clients[i] = c
+	}
+	res := load(ctx, clients, counter, opts.duration, opts.replayShare)
 	res.print(stdout, opts)
 	if res.failed() {
 		return exitFailed
@@ -88,19 +131,42 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags := flag.NewFlagSet("bench", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	opts := &options{}
+	flags.BoolVar(&opts.compare, "compare", false, "start a cluster, the API and pgbench, and compare them (needs nothing running)")
 	flags.StringVar(&opts.apiURL, "api", cmp.Or(getenv("API_URL"), "http://localhost:5004"), "the API's base URL (API_URL)")
 	flags.StringVar(&opts.token, "token", getenv("RIDES_TOKEN"), "the rider's API token (RIDES_TOKEN)")
-	flags.IntVar(&opts.clients, "clients", 16, "concurrent clients, each making one call at a time")
+	flags.IntVar(&opts.clients, "clients", 0, fmt.Sprintf("concurrent clients, each making one call at a time (default %d, with -compare %d)",
+		loadClientsDefault, compareClientsDefault))
 	flags.DurationVar(&opts.duration, "duration", 30*time.Second, "how long to start new calls; calls under way then run to their end")
 	flags.Float64Var(&opts.replayShare, "replay-share", 0, "share of calls, in [0, 1), that re-send one of the client's earlier keys")
 	flags.DurationVar(&opts.giveUpAfter, "give-up-after", client.DefaultMaxElapsed, "how long one call keeps retrying before its outcome is unknown")
+	flags.DurationVar(&opts.soloDuration, "solo-duration", 10*time.Second, "with -compare: how long the 1-client runs last")
+	flags.IntVar(&opts.rides, "rides", 300_000, "with -compare: rides of history in each database before the runs (0: none)")
+	flags.IntVar(&opts.riders, "riders", 1000, "with -compare: riders those rides belong to")
 	if err := flags.Parse(args); err != nil {
 		return nil, err
 	}
+	set := map[string]bool{}
+	flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	notHere, mode := compareOnlyFlags, "without -compare"
+	if opts.compare {
+		notHere, mode = loadOnlyFlags, "with -compare"
+	}
+	for _, name := range notHere {
+		if set[name] {
+			return nil, fmt.Errorf("-%s does not apply %s", name, mode)
+		}
+	}
+	if !set["clients"] {
+		opts.clients = loadClientsDefault
+		if opts.compare {
+			opts.clients = compareClientsDefault
+		}
+	}
+
 	switch {
 	case flags.NArg() > 0:
 		return nil, fmt.Errorf("unexpected arguments %q", flags.Args())
-	case opts.token == "":
+	case !opts.compare && opts.token == "":
 		return nil, errors.New("-token (or RIDES_TOKEN) is required")
 	case opts.clients < 1:
 		return nil, errors.New("-clients must be at least 1")
@@ -110,6 +176,14 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, errors.New("-replay-share must be in [0, 1)")
 	case opts.giveUpAfter <= 0:
 		return nil, errors.New("-give-up-after must be positive")
+	case opts.soloDuration <= 0:
+		return nil, errors.New("-solo-duration must be positive")
+	case opts.compare && (opts.duration%time.Second != 0 || opts.soloDuration%time.Second != 0):
+		return nil, errors.New("-duration and -solo-duration must be whole seconds with -compare, as pgbench -T takes them")
+	case opts.rides < 0 || opts.riders < 0:
+		return nil, errors.New("-rides and -riders must not be negative")
+	case opts.rides > 0 && opts.riders == 0:
+		return nil, errors.New("-rides needs at least one of -riders to belong to")
 	}
 	return opts, nil
 }

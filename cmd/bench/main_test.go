@@ -41,7 +41,7 @@ func TestBench(t *testing.T) {
 		if calls := figure(t, out, "requests"); calls != booked+replays {
 			t.Fatalf("want %d calls (booked + replays), got %d:\n%s", booked+replays, calls, out)
 		}
-		for _, want := range []string{"rides/s", "latency, new keys", "latency, replays", "attempts per call"} {
+		for _, want := range []string{"rides/s", "409 answers", "latency, new keys", "latency, replays", "attempts per call"} {
 			if !strings.Contains(out, want) {
 				t.Fatalf("want %q in the table, got:\n%s", want, out)
 			}
@@ -88,6 +88,11 @@ func TestBench(t *testing.T) {
 			{"-token", "rr_x", "-duration", "0s"},
 			{"-token", "rr_x", "-replay-share", "1"},
 			{"-token", "rr_x", "extra"},
+			{"-token", "rr_x", "-rides", "10"},
+			{"-compare", "-token", "rr_x"},
+			{"-compare", "-replay-share", "0.1"},
+			{"-compare", "-duration", "1500ms"},
+			{"-compare", "-rides", "10", "-riders", "0"},
 		} {
 			if code, _, stderr := runBench(args...); code != exitUsage || stderr == "" {
 				t.Fatalf("%v: want usage error, got %d", args, code)

@@ -26,6 +26,7 @@ func (r *result) print(w io.Writer, opts *options) {
 	row("unknown outcomes", "%d", r.unknown)
 	row("unexpected errors", "%d", r.unexpected)
 	row("replay mismatches", "%d", r.mismatches)
+	row("409 answers", "%d, retried within the calls", r.conflicts)
 	row("throughput", "%.1f rides/s, %.1f calls/s over %.1f s", float64(r.booked)/seconds, float64(calls)/seconds, seconds)
 	row("latency, new keys", "%s", formatLatencies(r.latencies[kindNew]))
 	if r.calls[kindReplay] > 0 {
@@ -52,10 +53,15 @@ func formatLatencies(ds []time.Duration) string {
 		return "no calls"
 	}
 	sorted := slices.Sorted(slices.Values(ds))
-	at := func(p float64) time.Duration {
-		return sorted[max(int(math.Ceil(p*float64(len(sorted))))-1, 0)]
-	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	return fmt.Sprintf("p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms",
-		ms(at(0.50)), ms(at(0.90)), ms(at(0.99)), ms(sorted[len(sorted)-1]))
+		ms(percentile(sorted, 0.50)), ms(percentile(sorted, 0.90)), ms(percentile(sorted, 0.99)), ms(sorted[len(sorted)-1]))
 }
+
+// percentile is the smallest of sorted (in increasing order, not empty) that at least share p of
+// them do not exceed: the nearest rank.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	return sorted[max(int(math.Ceil(p*float64(len(sorted))))-1, 0)]
+}
+
+// ms is d in milliseconds, for printing.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -20,9 +20,11 @@ var ErrNotInstalled = errors.New("PostgreSQL server binaries (postgres, initdb) 
 // version, off PATH.
 const debianBinGlob = "/usr/lib/postgresql/*/bin"
 
-// findBinDir returns the directory holding both postgres and initdb: binDir if given, else the
+// FindBinDir returns the directory holding both postgres and initdb: binDir if given, else the
 // directory of postgres on PATH, else pg_config --bindir, else the newest Debian-style install.
-func findBinDir(binDir string) (string, error) {
+// Start runs the server from there; the client tools of the same version (psql, pgbench) live
+// there too, often off PATH, as on Debian.
+func FindBinDir(binDir string) (string, error) {
 	if binDir != "" {
 		if !hasServerBinaries(binDir) {
 			return "", fmt.Errorf("no postgres and initdb in %s: %w", binDir, ErrNotInstalled)

@@ -40,7 +40,7 @@ type Cluster struct {
 // Start initialises the cluster (unless cfg.DataDir already holds one) and starts its server,
 // returning once the server accepts connections.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
-	binDir, err := findBinDir(cfg.BinDir)
+	binDir, err := FindBinDir(cfg.BinDir)
 	if err != nil {
 		return nil, err
 	}

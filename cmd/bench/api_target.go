@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/rocketrides/rocketrides/client"
+)
+
+// apiTarget is the API as a target of the comparison: cmd/api, built once and started afresh
+// for each run, on the api database.
+type apiTarget struct {
+	binary  string
+	logPath string
+	db      *benchCluster
+	standIn *standIn
+	tokens  []string // of the bench riders, client i's at i
+	opts    *options
+}
+
+// run starts the API, loads it with one client per bench rider for duration, and stops it.
+// Stopping it ends its sessions, which is when Postgres counts what they did.
+func (a *apiTarget) run(ctx context.Context, clients int, duration time.Duration) (m *measurement, err error) {
+	proc, err := startAPI(ctx, a.binary, a.logPath, []string{
+		"DATABASE_URL=" + a.db.cluster.URL(dbAPI),
+		"STRIPE_API_KEY=" + standInKey,
+		"STRIPE_API_URL=" + a.standIn.url,
+		"LOG_LEVEL=warn", // one log line per request would be part of what is measured
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, proc.stop()) }()
+
+	before, err := a.db.startRun(ctx, dbAPI)
+	if err != nil {
+		return nil, err
+	}
+	httpClient, counter := newHTTPClient(clients)
+	riders := make([]*client.Client, clients)
+	for i := range riders {
+		riders[i] = &client.Client{BaseURL: proc.url, Token: a.tokens[i], HTTPClient: httpClient, MaxElapsed: a.opts.giveUpAfter}
+	}
+	res := load(ctx, riders, counter, duration, 0)
+	m = &measurement{
+		api:            res,
+		rides:          int64(res.booked),
+		elapsed:        res.elapsed,
+		ridesPerSecond: float64(res.booked) / res.elapsed.Seconds(),
+	}
+	if latencies := slices.Sorted(slices.Values(res.latencies[kindNew])); len(latencies) > 0 {
+		m.p50, m.p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+	}
+	if m.connections, err = a.db.sessions(ctx, dbAPI); err != nil {
+		return nil, err
+	}
+
+	if err := proc.stop(); err != nil {
+		return nil, err
+	}
+	if err := a.db.endRun(ctx, dbAPI, before, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rocketrides/rocketrides/internal/supervisor"
+)
+
+// The comparison (-compare) puts the API next to two references that do a ride's database work
+// with nothing around it, pgbench running SQL scripts on the same durable cluster in the same
+// run, so that the ratios say what the API costs over the SQL it must run:
+//
+//   - article: the article's four SERIALIZABLE transactions per ride, on the schema as it was
+//     before ids became random (migrations up to articleSchemaVersion);
+//   - twotx: the same work in two SERIALIZABLE transactions, on today's schema;
+//   - API: cmd/api itself, as a process, with the Stripe stand-in at zero latency, loaded by the
+//     retrying client, one rider per client.
+//
+// Each runs at 1 client and at -clients clients, on a database of its own filled alike.
+
+// Names of the targets, as the table prints them.
+const (
+	targetArticle = "article pgbench"
+	targetTwoTx   = "twotx pgbench"
+	targetAPI     = "API"
+)
+
+// targets in the order they run and print.
+var targets = []string{targetArticle, targetTwoTx, targetAPI}
+
+// runCompare runs the comparison, printing its progress to stderr and its report to stdout.
+func runCompare(ctx context.Context, opts *options, stdout, stderr io.Writer) int {
+	rep, err := compare(ctx, opts, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %s\n", err)
+		return exitFailed
+	}
+	rep.print(stdout)
+	if rep.failed() {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// measurement is one run of one target at one number of clients.
+type measurement struct {
+	target  string
+	clients int
+
+	rides          int64
+	elapsed        time.Duration
+	ridesPerSecond float64
+	p50, p99       time.Duration
+
+	// From pg_stat_database: the run's transactions on its database.
+	commits, rollbacks int64
+
+	// From pg_stat_statements, when loaded: distinct statements and their calls.
+	statements, calls int64
+
+	// pgbench only: its retries of serialization failures and deadlocks, the rides that needed
+	// any, and those that failed after every try.
+	retries, ridesRetried, ridesFailed int64
+
+	// API only.
+	api *result
+	// connections is how many connections the API held on its database after the load.
+	connections int64
+}
+
+// compare does the whole comparison. Everything it starts is stopped before it returns,
+// whatever happens.
+func compare(ctx context.Context, opts *options, progress io.Writer) (rep *report, err error) {
+	say := func(format string, args ...any) { fmt.Fprintf(progress, "bench: "+format+"\n", args...) }
+
+	workDir, err := os.MkdirTemp("", "rrbench")
+	if err != nil {
+		return nil, fmt.Errorf("error creating a working directory: %w", err)
+	}
+	defer func() { err = errors.Join(err, os.RemoveAll(workDir)) }()
+
+	root, err := supervisor.ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	say("building cmd/api")
+	if err := supervisor.Build(ctx, root, workDir, "api"); err != nil {
+		return nil, err
+	}
+
+	say("starting a durable Postgres cluster")
+	cluster, err := startDurableCluster(ctx, opts.clients)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, cluster.stop(ctx)) }()
+
+	standIn, err := startStandIn()
+	if err != nil {
+		return nil, err
+	}
+	defer standIn.stop()
+
+	say("preparing the databases (-rides %d, -riders %d)", opts.rides, opts.riders)
+	tokens, err := cluster.prepare(ctx, opts, standIn)
+	if err != nil {
+		return nil, err
+	}
+	rep = &report{opts: opts, db: cluster, fileSystem: cluster.fileSystem()}
+	if rep.settings, err = cluster.settings(ctx); err != nil {
+		return nil, err
+	}
+	if rep.history, err = cluster.history(ctx); err != nil {
+		return nil, err
+	}
+	scripts, err := writeScripts(workDir)
+	if err != nil {
+		return nil, err
+	}
+	api := &apiTarget{
+		binary:  filepath.Join(workDir, "api"),
+		logPath: filepath.Join(workDir, "api.log"),
+		db:      cluster,
+		standIn: standIn,
+		tokens:  tokens,
+		opts:    opts,
+	}
+
+	for _, clients := range rep.clientCounts() {
+		duration := opts.duration
+		if clients == 1 {
+			duration = opts.soloDuration
+		}
+		for _, target := range targets {
+			say("running %s at %d %s for %s", target, clients, plural(clients, "client"), duration)
+			var m *measurement
+			switch target {
+			case targetArticle, targetTwoTx:
+				m, err = cluster.runPgbench(ctx, scripts[target], databaseOf[target], clients, duration, workDir)
+			case targetAPI:
+				m, err = api.run(ctx, clients, duration)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("error running %s at %d clients: %w", target, clients, err)
+			}
+			m.target, m.clients = target, clients
+			rep.runs = append(rep.runs, m)
+		}
+	}
+	return rep, nil
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestCompare(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a cluster, the API and pgbench")
+	}
+	out := requireOK(t, "-compare", "-rides", "0", "-clients", "2", "-duration", "2s", "-solo-duration", "1s")
+
+	t.Run("DurableCluster", func(t *testing.T) {
+		if want := "fsync=on synchronous_commit=on full_page_writes=on"; !strings.Contains(out, want) {
+			t.Fatalf("want %q in the setting, got:\n%s", want, out)
+		}
+	})
+
+	t.Run("EveryTargetBookedRidesAtEachClientCount", func(t *testing.T) {
+		for _, target := range targets {
+			for _, clients := range []int{1, 2} {
+				m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + fmt.Sprintf(`\s+%d\s+([0-9.]+)\s+([0-9.]+) ms\s+([0-9.]+) ms`, clients)).
+					FindStringSubmatch(out)
+				if m == nil {
+					t.Fatalf("no row for %s at %d clients in:\n%s", target, clients, out)
+				}
+				if ridesPerSecond, _ := strconv.ParseFloat(m[1], 64); ridesPerSecond <= 0 {
+					t.Errorf("%s at %d clients: want rides/s > 0, got %s", target, clients, m[1])
+				}
+				if p50, _ := strconv.ParseFloat(m[2], 64); p50 <= 0 {
+					t.Errorf("%s at %d clients: want p50 > 0, got %s", target, clients, m[2])
+				}
+			}
+		}
+	})
+
+	t.Run("Ratios", func(t *testing.T) {
+		for _, label := range []string{
+			"API rides/s / article pgbench rides/s, 2 clients",
+			"API rides/s / twotx pgbench rides/s, 2 clients",
+			"API p50 / twotx pgbench p50, 1 client",
+			"API p99 / API p50, 2 clients",
+		} {
+			m := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(label) + `\s+([0-9.]+)$`).FindStringSubmatch(out)
+			if m == nil {
+				t.Fatalf("no ratio %q in:\n%s", label, out)
+			}
+			if r, _ := strconv.ParseFloat(m[1], 64); r <= 0 {
+				t.Errorf("%s: want a positive ratio, got %s", label, m[1])
+			}
+		}
+		if !regexp.MustCompile(`(?m)^  API 409 answers, all runs\s+\d+$`).MatchString(out) {
+			t.Fatalf("no count of 409 answers in:\n%s", out)
+		}
+	})
+
+	t.Run("CommitsPerRide", func(t *testing.T) {
+		// A ride is the authentication's SELECT and then the transactions of the design: 1 + 4
+		// for the article, 1 + 2 for twotx, 1 + 5 for the API. With one client nothing
+		// conflicts, so nothing is retried; the little over is the API's readiness checks.
+		for target, want := range map[string]float64{targetArticle: 5, targetTwoTx: 3, targetAPI: 6} {
+			m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + `\s+1\s.*\s([0-9.]+)$`).FindStringSubmatch(out)
+			if m == nil {
+				t.Fatalf("no row for %s at 1 client in:\n%s", target, out)
+			}
+			if got, _ := strconv.ParseFloat(m[1], 64); got < want || got > want+0.2 {
+				t.Errorf("%s at 1 client: want %.0f commits per ride, got %s", target, want, m[1])
+			}
+		}
+	})
+}
+
+func TestParsePgbenchOutput(t *testing.T) {
+	t.Parallel()
+	out := `pgbench (15.18 (Debian 15.18-0+deb12u1))
+transaction type: article.sql
+scaling factor: 1
+query mode: prepared
+number of clients: 4
+number of threads: 2
+maximum number of tries: 100
+duration: 3 s
+number of transactions actually processed: 449
+number of failed transactions: 5 (1.101%)
+number of transactions retried: 421 (92.731%)
+total number of retries: 7426
+latency average = 26.431 ms (including failures)
+initial connection time = 7.192 ms
+tps = 149.668413 (without initial connection time)
+`
+	m, err := parsePgbenchOutput(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ridesPerSecond != 149.668413 || m.rides != 449 || m.ridesFailed != 5 || m.ridesRetried != 421 || m.retries != 7426 {
+		t.Fatalf("got %+v", m)
+	}
+
+	if _, err := parsePgbenchOutput(strings.Replace(out, "tps = ", "", 1)); err == nil {
+		t.Fatal("want an error for output without tps")
+	}
+}

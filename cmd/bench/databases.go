@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rocketrides/rocketrides/internal/authtoken"
+	"github.com/rocketrides/rocketrides/internal/riders"
+	"github.com/rocketrides/rocketrides/internal/seed"
+	"github.com/rocketrides/rocketrides/internal/stripeclient"
+	"github.com/rocketrides/rocketrides/migrations"
+	"github.com/rocketrides/rocketrides/models"
+)
+
+// The databases, one per target.
+const (
+	dbArticle = "article"
+	dbTwoTx   = "twotx"
+	dbAPI     = "api"
+)
+
+var databaseOf = map[string]string{targetArticle: dbArticle, targetTwoTx: dbTwoTx, targetAPI: dbAPI}
+
+// articleSchemaVersion is the last migration before 00006 made the ids of keys, rides and audit
+// records random: the schema as the article has it, every id from a sequence.
+const articleSchemaVersion = 5
+
+// pgbenchTokenPrefix makes the API token of pgbench's bench rider i: the prefix and i. The
+// scripts (scripts/*.sql) hash the same text to find their rider, as the API hashes a token.
+const pgbenchTokenPrefix = "bench-rider-"
+
+// standInKey is the secret key the API and the bench use with the Stripe stand-in, which takes
+// any test-mode key.
+const standInKey = "sk_test_rocketrides_bench"
+
+// riderStripeTimeout bounds a call to the stand-in while the bench riders are created.
+const riderStripeTimeout = 10 * time.Second
+
+// prepare creates the three databases with the same history of -rides rides by -riders riders,
+// and in each the -clients bench riders, client i being rider i. It returns the API tokens of
+// the API's bench riders, client i's at i.
+func (c *benchCluster) prepare(ctx context.Context, opts *options, standIn *standIn) ([]string, error) {
+	// twotx is a copy of api: the same schema, filled alike, at half the seeding time.
+	if err := c.createDatabase(ctx, dbAPI, ""); err != nil {
+		return nil, err
+	}
+	if err := migrations.Up(ctx, c.cluster.URL(dbAPI)); err != nil {
+		return nil, err
+	}
+	if err := seedHistory(ctx, c.cluster.URL(dbAPI), opts); err != nil {
+		return nil, err
+	}
+	if err := c.createDatabase(ctx, dbTwoTx, dbAPI); err != nil {
+		return nil, err
+	}
+
+	if err := c.createDatabase(ctx, dbArticle, ""); err != nil {
+		return nil, err
+	}
+	if err := migrateTo(ctx, c.cluster.URL(dbArticle), articleSchemaVersion); err != nil {
+		return nil, err
+	}
+	if err := seedHistory(ctx, c.cluster.URL(dbArticle), opts); err != nil {
+		return nil, err
+	}
+
+	for _, dbname := range []string{dbTwoTx, dbArticle} {
+		if err := withConn(ctx, c.cluster.URL(dbname), func(conn *pgx.Conn) error {
+			return createPgbenchRiders(ctx, conn, opts.clients)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	tokens, err := createAPIRiders(ctx, c.cluster.URL(dbAPI), opts.clients, standIn)
+	if err != nil {
+		return nil, err
+	}
+
+	// Fresh planner statistics, and no autovacuum of the history in the middle of a run.
+	for _, dbname := range []string{dbAPI, dbTwoTx, dbArticle} {
+		if err := withConn(ctx, c.cluster.URL(dbname), func(conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, "VACUUM (ANALYZE)")
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("error vacuuming %s: %w", dbname, err)
+		}
+	}
+	return tokens, nil
+}
+
+// createDatabase creates dbname, as a copy of template unless that is empty.
+func (c *benchCluster) createDatabase(ctx context.Context, dbname, template string) error {
+	sql := "CREATE DATABASE " + pgx.Identifier{dbname}.Sanitize()
+	if template != "" {
+		sql += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	}
+	if _, err := c.admin.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("error creating database %s: %w", dbname, err)
+	}
+	return nil
+}
+
+// migrateTo applies the migrations up to version and no further.
+func migrateTo(ctx context.Context, databaseURL string, version int64) (err error) {
+	db, err := migrations.Open(databaseURL)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, db.Close()) }()
+	provider, err := migrations.NewProvider(db)
+	if err != nil {
+		return err
+	}
+	if _, err := provider.UpTo(ctx, version); err != nil {
+		return fmt.Errorf("error migrating to version %d: %w", version, err)
+	}
+	return nil
+}
+
+// seedHistory fills a database with opts.rides rides of opts.riders riders, unless there are to
+// be none.
+func seedHistory(ctx context.Context, databaseURL string, opts *options) error {
+	if opts.rides == 0 {
+		return nil
+	}
+	pool, err := pgxpool.New(ctx, databaseURL)
+	if err != nil {
+		return fmt.Errorf("error connecting to seed: %w", err)
+	}
+	defer pool.Close()
+	if _, err := seed.Seed(ctx, pool, seed.Options{Rides: opts.rides, Riders: opts.riders}); err != nil {
+		return fmt.Errorf("error seeding: %w", err)
+	}
+	return nil
+}
+
+// createPgbenchRiders creates the riders of pgbench's clients, whose tokens the scripts know.
+// They need no Stripe customer, since the scripts charge nobody.
+func createPgbenchRiders(ctx context.Context, db models.DBTX, clients int) error {
+	for i := range clients {
+		token := fmt.Sprintf("%s%d", pgbenchTokenPrefix, i)
+		_, err := models.UserInsert(ctx, db, models.UserInsertParams{
+			Email:            fmt.Sprintf("%s@bench.rocketrides.example", token),
+			StripeCustomerID: fmt.Sprintf("cus_bench_%d", i),
+			APITokenHash:     authtoken.Hash(token),
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createAPIRiders creates the API's bench riders the way cmd/admin does, each with a Stripe
+// customer at the stand-in whose card works, and returns their tokens.
+func createAPIRiders(ctx context.Context, databaseURL string, clients int, standIn *standIn) ([]string, error) {
+	stripe := stripeclient.New(stripeclient.Config{APIKey: standInKey, URL: standIn.url, Timeout: riderStripeTimeout})
+	tokens := make([]string, clients)
+	err := withConn(ctx, databaseURL, func(conn *pgx.Conn) error {
+		for i := range tokens {
+			created, err := riders.Create(ctx, conn, riders.Params{
+				Email:     fmt.Sprintf("%s%d@bench.rocketrides.example", pgbenchTokenPrefix, i),
+				CardToken: "tok_visa",
+				Stripe:    stripe,
+			})
+			if err != nil {
+				return fmt.Errorf("error creating bench rider %d: %w", i, err)
+			}
+			tokens[i] = created.Token
+		}
+		return nil
+	})
+	return tokens, err
+}
+
+// history counts what each database holds before the runs.
+type history struct {
+	dbname        string
+	rides, riders int64
+}
+
+func (c *benchCluster) history(ctx context.Context) ([]history, error) {
+	var all []history
+	for _, dbname := range []string{dbArticle, dbTwoTx, dbAPI} {
+		h := history{dbname: dbname}
+		err := withConn(ctx, c.cluster.URL(dbname), func(conn *pgx.Conn) error {
+			return conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM rides), (SELECT count(*) FROM users)").Scan(&h.rides, &h.riders)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("error counting the history of %s: %w", dbname, err)
+		}
+		all = append(all, h)
+	}
+	return all, nil
+}
+
+// withConn runs fn on a connection of its own to databaseURL.
+func withConn(ctx context.Context, databaseURL string, fn func(conn *pgx.Conn) error) (err error) {
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return fmt.Errorf("error connecting: %w", err)
+	}
+	defer func() { err = errors.Join(err, conn.Close(context.WithoutCancel(ctx))) }()
+	return fn(conn)
+}

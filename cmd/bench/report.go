@@ -1,0 +1,186 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// report is what the comparison measured, and on what.
+type report struct {
+	opts       *options
+	db         *benchCluster
+	fileSystem string // of the data directory, which is gone by the time the report prints
+	settings   []setting
+	history    []history
+	runs       []*measurement
+}
+
+// clientCounts are the numbers of clients each target runs at.
+func (r *report) clientCounts() []int {
+	if r.opts.clients == 1 {
+		return []int{1}
+	}
+	return []int{1, r.opts.clients}
+}
+
+func (r *report) find(target string, clients int) *measurement {
+	for _, m := range r.runs {
+		if m.target == target && m.clients == clients {
+			return m
+		}
+	}
+	return nil
+}
+
+// failed reports whether a call to the API ended badly, which makes its figures meaningless.
+func (r *report) failed() bool {
+	for _, m := range r.runs {
+		if m.api != nil && m.api.failed() {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *report) print(w io.Writer) {
+	n := r.opts.clients
+	r.printSetting(w)
+
+	fmt.Fprintf(w, "\n%-16s %7s %9s %10s %10s %10s %13s\n", "", "clients", "rides/s", "p50", "p99", "rollbacks", "commits/ride")
+	for _, clients := range r.clientCounts() {
+		for _, target := range targets {
+			m := r.find(target, clients)
+			fmt.Fprintf(w, "%-16s %7d %9.1f %10s %10s %10s %13s\n", target, clients, m.ridesPerSecond,
+				formatMs(m.p50), formatMs(m.p99), fmt.Sprintf("%.1f %%", percent(m.rollbacks, m.commits+m.rollbacks)),
+				perRide(m.commits, m.rides))
+		}
+	}
+
+	fmt.Fprintf(w, "\nRuns\n")
+	for _, m := range r.runs {
+		fmt.Fprintf(w, "  %-16s %3d %-8s %s\n", m.target, m.clients, plural(m.clients, "client"), r.details(m))
+	}
+
+	fmt.Fprintf(w, "\nRatios\n")
+	api1, apiN := r.find(targetAPI, 1), r.find(targetAPI, n)
+	var conflicts int64
+	for _, m := range r.runs {
+		if m.api != nil {
+			conflicts += m.api.conflicts
+		}
+	}
+	ratios := []struct{ label, value string }{
+		{fmt.Sprintf("API rides/s / article pgbench rides/s, %d %s", n, plural(n, "client")),
+			ratio(apiN.ridesPerSecond, r.find(targetArticle, n).ridesPerSecond)},
+		{fmt.Sprintf("API rides/s / twotx pgbench rides/s, %d %s", n, plural(n, "client")),
+			ratio(apiN.ridesPerSecond, r.find(targetTwoTx, n).ridesPerSecond)},
+		{"API p50 / twotx pgbench p50, 1 client", ratio(float64(api1.p50), float64(r.find(targetTwoTx, 1).p50))},
+		{fmt.Sprintf("API p99 / API p50, %d %s", n, plural(n, "client")), ratio(float64(apiN.p99), float64(apiN.p50))},
+		{"API 409 answers, all runs", fmt.Sprintf("%d", conflicts)},
+	}
+	for _, rt := range ratios {
+		fmt.Fprintf(w, "  %-52s %8s\n", rt.label, rt.value)
+	}
+
+	var failures []string
+	for _, m := range r.runs {
+		if m.api != nil {
+			failures = append(failures, m.api.failures...)
+		}
+	}
+	for i, msg := range failures {
+		if i == maxFailuresShown {
+			fmt.Fprintf(w, "FAILURE ... and %d more\n", len(failures)-i)
+			break
+		}
+		fmt.Fprintf(w, "FAILURE %s\n", msg)
+	}
+}
+
+// printSetting prints what the figures were measured on.
+func (r *report) printSetting(w io.Writer) {
+	settings := map[string]string{}
+	for _, s := range r.settings {
+		settings[s.name] = s.value
+	}
+	join := func(names ...string) string {
+		parts := make([]string, len(names))
+		for i, name := range names {
+			parts[i] = name + "=" + settings[name]
+		}
+		return strings.Join(parts, " ")
+	}
+	var history []string
+	for _, h := range r.history {
+		history = append(history, fmt.Sprintf("%s %d rides %d riders", h.dbname, h.rides, h.riders))
+	}
+
+	fmt.Fprintf(w, "Rocket Rides compare: the API and two pgbench references on one durable cluster, in one run\n")
+	row := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "  %-11s %s\n", label, fmt.Sprintf(format, args...))
+	}
+	row("machine", "%d CPUs, %s/%s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
+	row("postgres", "%s, %s, data on %s", settings["server_version"], r.db.binDir, r.fileSystem)
+	row("durability", "%s", join("fsync", "synchronous_commit", "full_page_writes", "wal_sync_method"))
+	row("server", "%s", join("shared_buffers", "max_wal_size", "checkpoint_timeout", "max_connections", "shared_preload_libraries"))
+	row("history", "%s (-rides %d -riders %d, and %d bench riders)", strings.Join(history, ", "), r.opts.rides, r.opts.riders, r.opts.clients)
+	row("article", "pgbench, 4 SERIALIZABLE transactions per ride, ids from sequences (schema version %d)", articleSchemaVersion)
+	row("twotx", "pgbench, 2 SERIALIZABLE transactions per ride, random ids (schema as migrated)")
+	row("pgbench", "-c clients -j %d -T duration -n -M prepared --max-tries=%d; one script execution is one ride", pgbenchThreads, pgbenchMaxTries)
+	row("API", "cmd/api with LOG_LEVEL=warn; Stripe stand-in in process at no latency; retrying client, a rider per client")
+	row("runs", "1 client for %s, %d %s for %s; a CHECKPOINT before each", r.opts.soloDuration, r.opts.clients, plural(r.opts.clients, "client"), r.opts.duration)
+}
+
+// details are what a run's row has no room for.
+func (r *report) details(m *measurement) string {
+	parts := []string{fmt.Sprintf("%d rides in %.1f s", m.rides, m.elapsed.Seconds())}
+	if m.api != nil {
+		parts = append(parts,
+			fmt.Sprintf("%d answers 409", m.api.conflicts),
+			fmt.Sprintf("%s attempts/ride", perRide(int64(m.api.attempts), int64(m.api.calls[kindNew]))),
+			fmt.Sprintf("%d database %s", m.connections, plural(int(m.connections), "connection")))
+		if m.api.unknown+m.api.unexpected > 0 {
+			parts = append(parts, fmt.Sprintf("%d unknown outcomes, %d unexpected errors", m.api.unknown, m.api.unexpected))
+		}
+	} else {
+		parts = append(parts, fmt.Sprintf("%d retries of serialization failures and deadlocks (%d rides retried, %d failed after %d tries)",
+			m.retries, m.ridesRetried, m.ridesFailed, pgbenchMaxTries))
+	}
+	if r.db.statStatements {
+		parts = append(parts, fmt.Sprintf("%s statements/ride, %d distinct", perRide(m.calls, m.rides), m.statements))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func formatMs(d time.Duration) string { return fmt.Sprintf("%.1f ms", ms(d)) }
+
+func percent(part, whole int64) float64 {
+	if whole == 0 {
+		return 0
+	}
+	return 100 * float64(part) / float64(whole)
+}
+
+func perRide(n, rides int64) string {
+	if rides == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", float64(n)/float64(rides))
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
