@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/rocketrides/rocketrides/client"
@@ -23,8 +24,12 @@ type apiTarget struct {
 // run starts the API, loads it with one client per bench rider for duration, and stops it.
 // Stopping it ends its sessions, which is when Postgres counts what they did.
 func (a *apiTarget) run(ctx context.Context, clients int, duration time.Duration) (m *measurement, err error) {
+	databaseURL := a.db.cluster.URL(dbAPI)
+	if a.opts.apiPoolConns > 0 {
+		databaseURL += "&pool_max_conns=" + strconv.Itoa(a.opts.apiPoolConns)
+	}
 	proc, err := startAPI(ctx, a.binary, a.logPath, []string{
-		"DATABASE_URL=" + a.db.cluster.URL(dbAPI),
+		"DATABASE_URL=" + databaseURL,
 		"STRIPE_API_KEY=" + standInKey,
 		"STRIPE_API_URL=" + a.standIn.url,
 		"LOG_LEVEL=warn", // one log line per request would be part of what is measured
