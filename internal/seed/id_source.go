@@ -11,11 +11,11 @@ import (
 )
 
 // idSource makes the ids of new keys, rides and audit records the way the schema at hand
-// would. Since migration 00006 they are random, made by models.NewID as the application makes
-// them. On the article's schema (up to 00005) each comes from its table's sequence, and
-// history seeded there must look like the article's too: ids 1, 2, 3 and so on, after those
-// already taken, with the sequences moved past them so that the next request's insert does not
-// collide.
+// would. Since migration 00006 they are random 63-bit numbers, which models.NewID draws as the
+// column default random_id() does. On the article's schema (up to 00005) each comes from its
+// table's sequence, and history seeded there must look like the article's too: ids 1, 2, 3 and
+// so on, after those already taken, with the sequences moved past them so that the next
+// request's insert does not collide.
 type idSource struct {
 	sequential bool
 	keys       tableIDs
