@@ -20,7 +20,7 @@ func TestChargeRequestContract(t *testing.T) {
 	sc := stripeclient.New(stripeclient.Config{APIKey: "sk_test_123", URL: stripemock.Start(t), Timeout: 10 * time.Second})
 	executor := New(nil, sc, slog.New(slog.DiscardHandler), Config{})
 
-	key := &models.IdempotencyKey{ID: 1, StripeIdempotencyKey: newStripeIdempotencyKey()}
+	key := &models.IdempotencyKey{ID: 1, StripeIdempotencyKey: NewStripeIdempotencyKey()}
 	user := &models.User{ID: 1, StripeCustomerID: "cus_123"}
 	ride := &models.Ride{ID: 42}
 

@@ -38,7 +38,7 @@ func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run
 			RequestPath:          requestPath,
 			OriginIP:             req.OriginIP,
 			RecoveryPoint:        models.RecoveryPointStarted,
-			StripeIdempotencyKey: newStripeIdempotencyKey(),
+			StripeIdempotencyKey: NewStripeIdempotencyKey(),
 			UserID:               req.User.ID,
 		}
 		return true, nil
@@ -86,11 +86,11 @@ func newKeyParams(key *models.IdempotencyKey, progress models.IdempotencyKeyProg
 	}
 }
 
-// newStripeIdempotencyKey makes the key our charge is sent to Stripe with. We never pass on
+// NewStripeIdempotencyKey makes the key our charge is sent to Stripe with. We never pass on
 // the client's key: Stripe scopes keys to our account, not to our users, so two riders' keys
 // could collide. And it is random rather than derived from the row id, because ids repeat
 // across databases (a restored backup, a second region) and Stripe would then replay another
 // ride's charge. 128 random bits make a collision as good as impossible.
-func newStripeIdempotencyKey() string {
+func NewStripeIdempotencyKey() string {
 	return "rocket-rides-" + rand.Text()
 }

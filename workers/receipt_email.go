@@ -33,15 +33,16 @@ func receiptMessage(ride *models.Ride, user *models.User, args SendRideReceiptAr
 		To:        user.Email,
 		Subject:   fmt.Sprintf("Your Rocket Rides receipt: %s for ride #%d", amount, ride.ID),
 		Body:      b.String(),
-		MessageID: receiptMessageID(ride, messageIDDomain),
+		MessageID: ReceiptMessageID(ride, messageIDDomain),
 	}
 }
 
-// receiptMessageID is the same for every attempt at one ride's receipt, so that copies sent by
+// ReceiptMessageID is the same for every attempt at one ride's receipt, so that copies sent by
 // retries can be recognised downstream. It includes the ride's creation time as well as its id
 // because ids repeat across databases (a reset, a second region), and a mail system that
-// deduplicates would then drop a new ride's receipt as a copy of an old one.
-func receiptMessageID(ride *models.Ride, domain string) string {
+// deduplicates would then drop a new ride's receipt as a copy of an old one. Exported for
+// internal/seed, which records receipts the way this worker does.
+func ReceiptMessageID(ride *models.Ride, domain string) string {
 	return fmt.Sprintf("<ride-%d.%d.receipt@%s>", ride.ID, ride.CreatedAt.UnixMicro(), domain)
 }
 

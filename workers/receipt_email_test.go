@@ -72,7 +72,7 @@ func TestReceiptMessage(t *testing.T) {
 	again := receiptMessage(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
 	other := *ride
 	other.CreatedAt = other.CreatedAt.Add(time.Microsecond)
-	if again.MessageID != m.MessageID || receiptMessageID(&other, "rocketrides.example") == m.MessageID {
+	if again.MessageID != m.MessageID || ReceiptMessageID(&other, "rocketrides.example") == m.MessageID {
 		t.Error("want the Message-ID stable for a ride and different for another ride with the same id")
 	}
 }

@@ -36,7 +36,7 @@ func TestSendRideReceiptWorker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantID := receiptMessageID(ride, "rocketrides.example")
+		wantID := ReceiptMessageID(ride, "rocketrides.example")
 		if id := parsed.Header.Get("Message-Id"); id != wantID {
 			t.Errorf("want Message-ID %s, got %s", wantID, id)
 		}

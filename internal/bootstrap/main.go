@@ -9,9 +9,21 @@ import (
 	"syscall"
 )
 
+// UsageError is a mistake in how a process was called (an unknown flag, a value out of range),
+// found before it did anything, as opposed to a failure while it ran. Main exits with status 2
+// for it, as the flag package does, so that a script can tell a wrong call from a failed run.
+type UsageError struct {
+	Err error
+}
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+
+func (e *UsageError) Unwrap() error { return e.Err }
+
 // Main runs a process's run function with a context that ends on SIGINT or SIGTERM, and exits
-// non-zero with the error, if any. Every cmd's main is a call to it. A run that ends because the
-// signal cancelled what it was doing (waiting for the database, say) is a clean stop.
+// non-zero with the error, if any: 2 for a UsageError, 1 for anything else. Every cmd's main is
+// a call to it. A run that ends because the signal cancelled what it was doing (waiting for the
+// database, say) is a clean stop.
 func Main(name string, run func(ctx context.Context) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx)
@@ -23,6 +35,9 @@ func Main(name string, run func(ctx context.Context) error) {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %s\n", name, err)
+		if _, ok := errors.AsType[*UsageError](err); ok {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
