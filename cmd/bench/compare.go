@@ -64,8 +64,9 @@ type measurement struct {
 	// From pg_stat_statements, when loaded: distinct statements and their calls.
 	statements, calls int64
 
-	// pgbench only: its retries of serialization failures and deadlocks, the rides that needed
-	// any, and those that failed after every try.
+	// pgbench only: how often it tries a ride (--max-tries), its retries of serialization
+	// failures and deadlocks, the rides that needed any, and those that failed after every try.
+	maxTries                           int
 	retries, ridesRetried, ridesFailed int64
 
 	// API only.
@@ -142,7 +143,7 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 			var m *measurement
 			switch target {
 			case targetArticle, targetTwoTx:
-				m, err = cluster.runPgbench(ctx, scripts[target], databaseOf[target], clients, duration, workDir)
+				m, err = cluster.runPgbench(ctx, scripts[target], databaseOf[target], maxTriesOf[target], clients, duration, workDir)
 			case targetAPI:
 				m, err = api.run(ctx, clients, duration)
 			}

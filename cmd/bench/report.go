@@ -129,7 +129,8 @@ func (r *report) printSetting(w io.Writer) {
 	row("history", "%s (-rides %d -riders %d, and %d bench riders)", strings.Join(history, ", "), r.opts.rides, r.opts.riders, r.opts.clients)
 	row("article", "pgbench, 4 SERIALIZABLE transactions per ride, ids from sequences (schema version %d)", articleSchemaVersion)
 	row("twotx", "pgbench, 2 SERIALIZABLE transactions per ride, random ids (schema as migrated)")
-	row("pgbench", "-c clients -j %d -T duration -n -M prepared --max-tries=%d; one script execution is one ride", pgbenchThreads, pgbenchMaxTries)
+	row("pgbench", "-c clients -j %d -T duration -n -M prepared --max-tries=%d (article %d); one script execution is one ride",
+		pgbenchThreads, maxTriesOf[targetTwoTx], maxTriesOf[targetArticle])
 	row("API", "cmd/api with LOG_LEVEL=warn; Stripe stand-in in process at no latency; retrying client, a rider per client")
 	row("runs", "1 client for %s, %d %s for %s; a CHECKPOINT before each", r.opts.soloDuration, r.opts.clients, plural(r.opts.clients, "client"), r.opts.duration)
 }
@@ -146,8 +147,12 @@ func (r *report) details(m *measurement) string {
 			parts = append(parts, fmt.Sprintf("%d unknown outcomes, %d unexpected errors", m.api.unknown, m.api.unexpected))
 		}
 	} else {
-		parts = append(parts, fmt.Sprintf("%d retries of serialization failures and deadlocks (%d rides retried, %d failed after %d tries)",
-			m.retries, m.ridesRetried, m.ridesFailed, pgbenchMaxTries))
+		tries := "tries"
+		if m.maxTries == 1 {
+			tries = "try"
+		}
+		parts = append(parts, fmt.Sprintf("%d retries of serialization failures and deadlocks (%d rides retried, %d failed after %d %s)",
+			m.retries, m.ridesRetried, m.ridesFailed, m.maxTries, tries))
 	}
 	if r.db.statStatements {
 		parts = append(parts, fmt.Sprintf("%s statements/ride, %d distinct", perRide(m.calls, m.rides), m.statements))
