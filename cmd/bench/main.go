@@ -143,7 +143,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags.DurationVar(&opts.soloDuration, "solo-duration", 10*time.Second, "with -compare: how long the 1-client runs last")
 	flags.IntVar(&opts.rides, "rides", 300_000, "with -compare: rides of history in each database before the runs (0: none)")
 	flags.IntVar(&opts.riders, "riders", 1000, "with -compare: riders those rides belong to")
-	flags.IntVar(&opts.apiPoolConns, "api-pool", 0, "with -compare: the API's pool_max_conns (0: pgxpool's default, the larger of 4 and the CPUs)")
+	flags.IntVar(&opts.apiPoolConns, "api-pool", 0, "with -compare: the API's pool_max_conns (0: the API's default, bootstrap.PoolMaxConnsDefault)")
 	if err := flags.Parse(args); err != nil {
 		return nil, err
 	}
