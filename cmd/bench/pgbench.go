@@ -29,7 +29,6 @@ const (
 	// pgbenchThreads drive pgbench's clients: one per core of the 2-core machine the comparison
 	// was first measured on, so that pgbench is never what limits a run.
 	pgbenchThreads = 2
-
 )
 
 // maxTriesOf is how often pgbench tries a ride that fails with a serialization failure or a
