@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -16,12 +15,6 @@ import (
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 )
-
-// createRideTimeout bounds the work of one POST /rides. It is detached from the client's
-// connection: a client that hangs up mid-request would otherwise abort a phase halfway, which is
-// safe but wasteful. It stays well under the lock timeout, so that a request gives up before
-// another request may take its key over.
-const createRideTimeout = 45 * time.Second
 
 // createRide is POST /rides: book a ride and charge for it, exactly once per Idempotency-Key.
 func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
@@ -51,7 +44,10 @@ func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), createRideTimeout)
+	// The work is detached from the client's connection: a client that hangs up mid-request
+	// would otherwise abort a phase halfway, which is safe but wasteful. The executor bounds it
+	// (phases.Config.RequestTimeout), and shutdown cancels it.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	defer context.AfterFunc(s.workCtx, cancel)()
 

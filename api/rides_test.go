@@ -123,7 +123,7 @@ func TestCreateRide(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{simulateErrors: true})
 		b.postRide(t, b.Rider, testKey, `{"origin_lat": 0, "origin_lon": 0, "target_lat": 0, "target_lon": 0, "raise_error": true}`)
-		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now()`)
+		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '30 seconds', locked_until = now() + interval '1 minute', lock_generation = lock_generation + 1`)
 
 		resp := b.postRide(t, b.Rider, testKey, `{"origin_lat": 0, "origin_lon": 0, "target_lat": 0, "target_lon": 0}`)
 		resp.requireProblem(t, http.StatusConflict, problem.CodeIdempotencyKeyInUse)

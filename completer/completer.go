@@ -44,11 +44,6 @@ type Config struct {
 	// that just failed is not hammered, and a live client retrying it is not raced. Default 60 s.
 	IdleFor time.Duration
 
-	// LockTimeout is how old a lock must be before its holder counts as dead. It should be the
-	// executor's, which decides in the end whether a lock may be taken over: a shorter one here
-	// only makes the completer try keys that then turn out to be in use. Default the executor's.
-	LockTimeout time.Duration
-
 	// Interval is the sleep between passes that found less than a full batch. Default 5 s.
 	Interval time.Duration
 }
@@ -71,9 +66,6 @@ func (c Config) withDefaults(executor *phases.Executor) Config {
 	if c.IdleFor == 0 {
 		c.IdleFor = 60 * time.Second
 	}
-	if c.LockTimeout == 0 {
-		c.LockTimeout = executor.Config().LockTimeout
-	}
 	if c.Interval == 0 {
 		c.Interval = 5 * time.Second
 	}
@@ -89,6 +81,9 @@ type Completer struct {
 	logger   *slog.Logger
 	pool     *pgxpool.Pool
 	loop     *maintenance.Loop
+
+	// beforeComplete, nil outside tests, runs between listing the keys and running each.
+	beforeComplete func()
 }
 
 // New returns a Completer that finds keys in pool and runs them with executor.
@@ -158,11 +153,10 @@ func (c *Completer) runLoopOnce(ctx context.Context) (bool, error) {
 
 func (c *Completer) runOnce(ctx context.Context) (*Result, int, error) {
 	keys, err := models.IdempotencyKeyListIdleUnfinished(ctx, c.pool, models.IdempotencyKeyListIdleUnfinishedParams{
-		MinAge:      c.config.MinAge,
-		MaxAge:      c.config.MaxAge,
-		IdleFor:     c.config.IdleFor,
-		LockTimeout: c.config.LockTimeout,
-		Limit:       c.config.BatchSize,
+		MinAge:  c.config.MinAge,
+		MaxAge:  c.config.MaxAge,
+		IdleFor: c.config.IdleFor,
+		Limit:   c.config.BatchSize,
 	})
 	if err != nil {
 		return nil, 0, err
@@ -171,6 +165,9 @@ func (c *Completer) runOnce(ctx context.Context) (*Result, int, error) {
 	res := &Result{}
 	skipped := 0
 	for _, key := range keys {
+		if c.beforeComplete != nil {
+			c.beforeComplete()
+		}
 		done, err := c.complete(ctx, key)
 		switch {
 		case ctx.Err() != nil:

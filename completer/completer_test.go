@@ -72,8 +72,8 @@ func TestCompleterRunOnce(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		key := b.abandon(t, b.Rider, models.RecoveryPointRideCreated)
-		// Its request died 91 s ago without unlocking: the lock has expired.
-		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '91 seconds' WHERE id = $1`, key.ID)
+		// Its request died without unlocking: the lease ran out.
+		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '10 seconds', locked_until = now() - interval '1 second', lock_generation = lock_generation + 1 WHERE id = $1`, key.ID)
 
 		b.runOnce(t, b.completer, Result{Succeeded: 1})
 		b.requireFinishedCharged(t, key)
@@ -85,7 +85,7 @@ func TestCompleterRunOnce(t *testing.T) {
 	}{
 		{"IgnoresKeyTooYoung", `created_at = now() - interval '4 minutes'`},
 		{"IgnoresKeyRunRecently", `last_run_at = now() - interval '30 seconds'`},
-		{"IgnoresKeyLockedRecently", `locked_at = now() - interval '30 seconds'`},
+		{"IgnoresKeyWithALiveLease", `locked_at = now() - interval '30 seconds', locked_until = now() + interval '1 minute', lock_generation = lock_generation + 1`},
 		{"IgnoresKeyLeftToTheReaper", `created_at = now() - interval '71 hours 1 minute'`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,7 +127,7 @@ func TestCompleterRunOnce(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			key := b.abandon(t, b.Rider, point)
-			b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '91 seconds' WHERE id = $1`, key.ID)
+			b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '10 seconds', locked_until = now() - interval '1 second', lock_generation = lock_generation + 1 WHERE id = $1`, key.ID)
 
 			b.runOnce(t, b.completer, Result{Succeeded: 1})
 			b.requireFinishedCharged(t, key)
@@ -189,20 +189,23 @@ func TestCompleterRunOnce(t *testing.T) {
 		}
 	})
 
-	// A key whose lock is live by the executor's lock timeout is in use, whatever the completer
-	// was told: here the completer's shorter LockTimeout makes it pick the key, and the lock
-	// taken in the first phase refuses it. That is not a failure of the key, so it is not counted.
-	t.Run("KeyInUseIsSkipped", func(t *testing.T) {
+	// A key whose lease another request takes between the completer's listing and its lock is
+	// in use: the lock taken in the first phase refuses it. That is not a failure of the key,
+	// so it is not counted.
+	t.Run("KeyTakenAfterListingIsSkipped", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		key := b.abandon(t, b.Rider, models.RecoveryPointRideCreated)
-		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '30 seconds' WHERE id = $1`, key.ID)
-		key = b.reload(t, key)
 		requests := b.Stripe.ChargeRequests()
-		c := New(b.Pool, b.executor, slog.New(slog.DiscardHandler), Config{LockTimeout: time.Second})
+		c := New(b.Pool, b.executor, slog.New(slog.DiscardHandler), Config{})
+		var taken *models.IdempotencyKey
+		c.beforeComplete = func() {
+			b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '30 seconds', locked_until = now() + interval '1 minute', lock_generation = lock_generation + 1 WHERE id = $1`, key.ID)
+			taken = b.reload(t, key)
+		}
 
 		b.runOnce(t, c, Result{})
-		b.requireUntouched(t, key, requests)
+		b.requireUntouched(t, taken, requests)
 	})
 
 	t.Run("KeyReapedMidPassIsNotRecreated", func(t *testing.T) {

@@ -185,9 +185,10 @@ func (b *testBundle) requireUntouched(t *testing.T, before *models.IdempotencyKe
 	t.Helper()
 	after := b.reload(t, before)
 	if after.RecoveryPoint != before.RecoveryPoint || !after.LastRunAt.Equal(before.LastRunAt) ||
-		!sameTime(after.LockedAt, before.LockedAt) {
-		t.Fatalf("want key untouched, was %s run %s locked %v, is %s run %s locked %v",
-			before.RecoveryPoint, before.LastRunAt, before.LockedAt, after.RecoveryPoint, after.LastRunAt, after.LockedAt)
+		!sameTime(after.LockedUntil, before.LockedUntil) || after.LockGeneration != before.LockGeneration {
+		t.Fatalf("want key untouched, was %s run %s locked until %v (generation %d), is %s run %s locked until %v (generation %d)",
+			before.RecoveryPoint, before.LastRunAt, before.LockedUntil, before.LockGeneration,
+			after.RecoveryPoint, after.LastRunAt, after.LockedUntil, after.LockGeneration)
 	}
 	if n := b.Stripe.ChargeRequests(); n != chargeRequests {
 		t.Fatalf("want no charge request, Stripe saw %d more", n-chargeRequests)

@@ -30,7 +30,9 @@ type IdempotencyKey struct {
 	CreatedAt            time.Time
 	IdempotencyKey       string
 	LastRunAt            time.Time
-	LockedAt             *time.Time
+	LockedAt             *time.Time // when the current holder took the lock
+	LockedUntil          *time.Time // when its lease runs out; the key is locked until then
+	LockGeneration       int64      // the fencing token: up by one at every acquisition
 	RequestMethod        string
 	RequestParams        json.RawMessage
 	RequestPath          string
@@ -45,12 +47,14 @@ type IdempotencyKey struct {
 }
 
 const idempotencyKeyColumns = `id, created_at, idempotency_key, last_run_at, locked_at,
+	locked_until, lock_generation,
 	request_method, request_params, request_path, origin_ip, response_code, response_body,
 	recovery_point, stripe_idempotency_key, charge_attempted_at, last_error, user_id`
 
 func scanIdempotencyKey(row interface{ Scan(...any) error }) (*IdempotencyKey, error) {
 	var k IdempotencyKey
 	err := row.Scan(&k.ID, &k.CreatedAt, &k.IdempotencyKey, &k.LastRunAt, &k.LockedAt,
+		&k.LockedUntil, &k.LockGeneration,
 		&k.RequestMethod, &k.RequestParams, &k.RequestPath, &k.OriginIP, &k.ResponseCode,
 		&k.ResponseBody, &k.RecoveryPoint, &k.StripeIdempotencyKey, &k.ChargeAttemptedAt,
 		&k.LastError, &k.UserID)
@@ -114,22 +118,23 @@ type IdempotencyKeyInsertParams struct {
 	Progress             IdempotencyKeyProgress
 }
 
-// IdempotencyKeyInsert queues on batch the insert of a new key, locked by the inserting request
-// (unless it is already finished) and at the progress its first atomic phase made. key receives
-// the row once the batch has run.
-func IdempotencyKeyInsert(batch *pgx.Batch, params IdempotencyKeyInsertParams, key *IdempotencyKey) {
+// IdempotencyKeyInsert queues on batch the insert of a new key, at the progress its first
+// atomic phase made and, unless that finished it, leased to the inserting request for lease, as
+// lock generation 1. key receives the row once the batch has run.
+func IdempotencyKeyInsert(batch *pgx.Batch, params IdempotencyKeyInsertParams, lease time.Duration, key *IdempotencyKey) {
 	p := params.Progress
 	batch.Queue(`
-		INSERT INTO idempotency_keys (id, idempotency_key, locked_at, request_method,
-			request_params, request_path, origin_ip, recovery_point, response_code, response_body,
-			stripe_idempotency_key, charge_attempted_at, user_id)
-		VALUES ($1, $2, CASE WHEN $7 = 'finished' THEN NULL ELSE now() END, $3,
-			$4, $5, $6, $7, $8, $9,
-			$10, CASE WHEN $11::boolean THEN now() END, $12)
+		INSERT INTO idempotency_keys (id, idempotency_key, locked_at, locked_until, lock_generation,
+			request_method, request_params, request_path, origin_ip, recovery_point, response_code,
+			response_body, stripe_idempotency_key, charge_attempted_at, user_id)
+		VALUES ($1, $2,
+			CASE WHEN $7 = 'finished' THEN NULL ELSE now() END,
+			CASE WHEN $7 = 'finished' THEN NULL ELSE now() + make_interval(secs => $13) END,
+			1, $3, $4, $5, $6, $7, $8, $9, $10, CASE WHEN $11::boolean THEN now() END, $12)
 		RETURNING `+idempotencyKeyColumns,
 		params.ID, params.IdempotencyKey, params.RequestMethod, params.RequestParams,
 		params.RequestPath, params.OriginIP, p.RecoveryPoint, p.ResponseCode, p.ResponseBody,
-		params.StripeIdempotencyKey, p.ChargeAttempted, params.UserID,
+		params.StripeIdempotencyKey, p.ChargeAttempted, params.UserID, lease.Seconds(),
 	).QueryRow(func(row pgx.Row) error {
 		k, err := scanIdempotencyKey(row)
 		if err != nil {
@@ -141,22 +146,25 @@ func IdempotencyKeyInsert(batch *pgx.Batch, params IdempotencyKeyInsertParams, k
 }
 
 // IdempotencyKeyRecordProgress queues on batch the write of an atomic phase's progress on an
-// existing key. It is fenced: it writes only while the key is still locked with lockedAt, the
-// token its request took the lock with, and otherwise fails with ErrNotFound (another request
-// took the key over, or it was reaped) when the batch runs. key receives the row.
-func IdempotencyKeyRecordProgress(batch *pgx.Batch, id int64, lockedAt time.Time, progress IdempotencyKeyProgress, key *IdempotencyKey) {
+// existing key, which also renews its lease for lease, or releases it when the key finished. It
+// is fenced: it writes only while the key is still locked with generation, the lock generation
+// of the caller's request, and otherwise fails with ErrNotFound (another request took the key
+// over, or it was reaped) when the batch runs. key receives the row.
+func IdempotencyKeyRecordProgress(batch *pgx.Batch, id, generation int64, lease time.Duration, progress IdempotencyKeyProgress, key *IdempotencyKey) {
 	batch.Queue(`
 		UPDATE idempotency_keys
 		SET recovery_point = $3,
 			locked_at = CASE WHEN $3 = 'finished' THEN NULL ELSE locked_at END,
+			locked_until = CASE WHEN $3 = 'finished' THEN NULL
+				ELSE now() + make_interval(secs => $7) END,
 			response_code = $4,
 			response_body = $5,
 			charge_attempted_at = CASE WHEN $6::boolean THEN coalesce(charge_attempted_at, now())
 				ELSE charge_attempted_at END
-		WHERE id = $1 AND locked_at = $2
+		WHERE id = $1 AND lock_generation = $2 AND locked_until IS NOT NULL
 		RETURNING `+idempotencyKeyColumns,
-		id, lockedAt, progress.RecoveryPoint, progress.ResponseCode, progress.ResponseBody,
-		progress.ChargeAttempted,
+		id, generation, progress.RecoveryPoint, progress.ResponseCode, progress.ResponseBody,
+		progress.ChargeAttempted, lease.Seconds(),
 	).QueryRow(func(row pgx.Row) error {
 		k, err := scanIdempotencyKey(row)
 		if err != nil {
@@ -168,30 +176,48 @@ func IdempotencyKeyRecordProgress(batch *pgx.Batch, id int64, lockedAt time.Time
 }
 
 // IdempotencyKeyLock takes the lock of an unfinished key for a new run, but only if nobody holds
-// it or its holder's lock is older than lockTimeout. It returns ErrNotFound when the key is
-// locked by someone else. The new locked_at is the caller's fencing token.
-func IdempotencyKeyLock(ctx context.Context, db DBTX, id int64, lockTimeout time.Duration) (*IdempotencyKey, error) {
+// it: it was never locked, or released, or its holder's lease ran out. It leases the key for
+// lease and moves the lock generation on; the new generation is the caller's fencing token. It
+// returns ErrNotFound when someone else holds the key.
+func IdempotencyKeyLock(ctx context.Context, db DBTX, id int64, lease time.Duration) (*IdempotencyKey, error) {
 	k, err := scanIdempotencyKey(db.QueryRow(ctx, `
 		UPDATE idempotency_keys
-		SET locked_at = now(), last_run_at = now()
+		SET locked_at = now(), locked_until = now() + make_interval(secs => $2),
+			lock_generation = lock_generation + 1, last_run_at = now()
 		WHERE id = $1
 			AND recovery_point <> 'finished'
-			AND (locked_at IS NULL OR locked_at <= now() - make_interval(secs => $2))
-		RETURNING `+idempotencyKeyColumns, id, lockTimeout.Seconds()))
+			AND (locked_until IS NULL OR locked_until <= now())
+		RETURNING `+idempotencyKeyColumns, id, lease.Seconds()))
 	if err != nil {
 		return nil, fmt.Errorf("error locking idempotency key %d: %w", id, notFound(err))
 	}
 	return k, nil
 }
 
-// IdempotencyKeyUnlock releases a key after a failed run so that a retry need not wait for the
-// lock timeout, and records why the run failed. It only releases the lock the caller holds
-// (lockedAt): a request whose lock was taken over must not release its successor's.
-func IdempotencyKeyUnlock(ctx context.Context, db DBTX, id int64, lockedAt time.Time, lastError string) (bool, error) {
+// IdempotencyKeyRenewLease extends the lease of a key that the caller's request, of lock
+// generation generation, still holds, to lease from now. It reports false when the request no
+// longer holds it.
+func IdempotencyKeyRenewLease(ctx context.Context, db DBTX, id, generation int64, lease time.Duration) (bool, error) {
 	tag, err := db.Exec(ctx, `
 		UPDATE idempotency_keys
-		SET locked_at = NULL, last_error = $3
-		WHERE id = $1 AND locked_at = $2`, id, lockedAt, SanitizeErrorText(lastError))
+		SET locked_until = now() + make_interval(secs => $3)
+		WHERE id = $1 AND lock_generation = $2 AND locked_until IS NOT NULL`,
+		id, generation, lease.Seconds())
+	if err != nil {
+		return false, fmt.Errorf("error renewing lease of idempotency key %d: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// IdempotencyKeyUnlock releases a key after a failed run so that a retry need not wait for the
+// lease to run out, and records why the run failed. It only releases the lock of the caller's
+// generation: a request whose key was taken over must not release its successor's.
+func IdempotencyKeyUnlock(ctx context.Context, db DBTX, id, generation int64, lastError string) (bool, error) {
+	tag, err := db.Exec(ctx, `
+		UPDATE idempotency_keys
+		SET locked_at = NULL, locked_until = NULL, last_error = $3
+		WHERE id = $1 AND lock_generation = $2 AND locked_until IS NOT NULL`,
+		id, generation, SanitizeErrorText(lastError))
 	if err != nil {
 		return false, fmt.Errorf("error unlocking idempotency key %d: %w", id, err)
 	}
@@ -238,9 +264,6 @@ type IdempotencyKeyListIdleUnfinishedParams struct {
 	// IdleFor: keys run more recently than this are left alone.
 	IdleFor time.Duration
 
-	// LockTimeout: a lock younger than this belongs to a request that is still running.
-	LockTimeout time.Duration
-
 	// Limit bounds the batch.
 	Limit int
 }
@@ -262,11 +285,10 @@ func IdempotencyKeyListIdleUnfinished(ctx context.Context, db DBTX, params Idemp
 			AND last_run_at <= now() - make_interval(secs => $1)
 			AND created_at <= now() - make_interval(secs => $2)
 			AND created_at > now() - make_interval(secs => $3)
-			AND (locked_at IS NULL OR locked_at <= now() - make_interval(secs => $4))
+			AND (locked_until IS NULL OR locked_until <= now())
 		ORDER BY last_run_at
-		LIMIT $5`,
-		params.IdleFor.Seconds(), params.MinAge.Seconds(), params.MaxAge.Seconds(),
-		params.LockTimeout.Seconds(), params.Limit)
+		LIMIT $4`,
+		params.IdleFor.Seconds(), params.MinAge.Seconds(), params.MaxAge.Seconds(), params.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("error listing idle unfinished idempotency keys: %w", err)
 	}
@@ -282,18 +304,18 @@ func IdempotencyKeyListIdleUnfinished(ctx context.Context, db DBTX, params Idemp
 // locked are skipped rather than waited for, which is what lets two reapers work side by side
 // without taking, recording or deleting the same key twice.
 //
-// A key whose lock is younger than lockTimeout is skipped too: some request is working it right
-// now, between its atomic phases (so no row lock shows it), perhaps in the middle of a Stripe
-// call. Deleting it under that request could lose a charge's outcome; the next pass gets it.
-func IdempotencyKeyListReapableForUpdate(ctx context.Context, db DBTX, reapAfter, lockTimeout time.Duration, limit int) ([]*IdempotencyKey, error) {
+// A key whose lease has not run out is skipped too: some request is working it right now,
+// between its atomic phases (so no row lock shows it), perhaps in the middle of a Stripe call.
+// Deleting it under that request could lose a charge's outcome; the next pass gets it.
+func IdempotencyKeyListReapableForUpdate(ctx context.Context, db DBTX, reapAfter time.Duration, limit int) ([]*IdempotencyKey, error) {
 	rows, err := db.Query(ctx, `
 		SELECT `+idempotencyKeyColumns+`
 		FROM idempotency_keys
 		WHERE created_at <= now() - make_interval(secs => $1)
-			AND (locked_at IS NULL OR locked_at <= now() - make_interval(secs => $2))
+			AND (locked_until IS NULL OR locked_until <= now())
 		ORDER BY created_at
-		LIMIT $3
-		FOR UPDATE SKIP LOCKED`, reapAfter.Seconds(), lockTimeout.Seconds(), limit)
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED`, reapAfter.Seconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("error listing idempotency keys to reap: %w", err)
 	}

@@ -71,10 +71,12 @@ func (r Response) apply(progress *models.IdempotencyKeyProgress) error {
 // batch: a new key exists before the ride that references it, and every transaction locks the
 // key's row before any other, so that requests working one key never deadlock.
 //
-// Fencing: the key's write matches only while this request still holds the lock it took (see
-// models.IdempotencyKeyRecordProgress). If another request took the key over, the whole phase
-// rolls back and returns ErrLockLost.
+// Fencing: the key's write matches only while the key's lock generation is still the one this
+// request took (see models.IdempotencyKeyRecordProgress). If another request took the key over,
+// the whole phase rolls back and returns ErrLockLost. The write also renews the lease.
 func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	start := *r
 	var (
 		newKey     bool
@@ -118,24 +120,27 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
 
 		tx.writeFirst(func(batch *pgx.Batch) {
 			if newKey {
-				models.IdempotencyKeyInsert(batch, newKeyParams(r.key, progress), written)
+				models.IdempotencyKeyInsert(batch, newKeyParams(r.key, progress), e.config.LockLease, written)
 			} else {
-				models.IdempotencyKeyRecordProgress(batch, r.key.ID, r.lockedAt, progress, written)
+				models.IdempotencyKeyRecordProgress(batch, r.key.ID, r.lockGeneration, e.config.LockLease, progress, written)
 			}
 		})
 		committing = true
 		return nil
 	})
+	lockLost := err != nil && committing && !newKey && written.ID == 0 && errors.Is(err, models.ErrNotFound)
+	if err != nil {
+		// Nothing of this phase committed, the lock it may have taken included: the run is as
+		// the last commit left it, and so is the lock generation it unlocks with.
+		*r = start
+	}
 	switch {
-	case err != nil && committing && !newKey && written.ID == 0 && errors.Is(err, models.ErrNotFound):
+	case lockLost:
 		return ErrLockLost // taken over, or reaped under our feet: certainly not ours any more
 	case err != nil || r.replayed:
 		return err
 	}
-	r.key = written
-	if written.LockedAt != nil {
-		r.lockedAt = *written.LockedAt
-	}
+	r.key, r.lockGeneration = written, written.LockGeneration
 	return nil
 }
 

@@ -117,9 +117,9 @@ func TestChargeRide(t *testing.T) {
 
 		var successorOutcome *Outcome
 		b.executor.hooks.afterCharge = func(ctx context.Context) {
-			// The first request stalls here past its lock timeout; a retry takes over and
-			// finishes the request while the first one still holds Stripe's answer.
-			b.Exec(t, `UPDATE idempotency_keys SET locked_at = locked_at - interval '91 seconds'`)
+			// The first request stalls here past its lease; a retry takes over and finishes the
+			// request while the first one still holds Stripe's answer.
+			b.Exec(t, `UPDATE idempotency_keys SET locked_until = now() - interval '1 second'`)
 			var err error
 			successorOutcome, err = successor.CreateRide(ctx, newRequest(b.Rider))
 			requireCreated(t, successorOutcome, err)
@@ -141,10 +141,11 @@ func TestChargeRide(t *testing.T) {
 	})
 
 	// takeOver simulates another request taking the key over while this one waits on Stripe: it
-	// writes a new lock token, as IdempotencyKeyLock would, and returns it.
-	takeOver := func(t *testing.T, b *testBundle) time.Time {
-		var token time.Time
-		if err := b.Pool.QueryRow(ctx, `UPDATE idempotency_keys SET locked_at = locked_at + interval '1 second' RETURNING locked_at`).Scan(&token); err != nil {
+	// takes a new lock generation, as IdempotencyKeyLock would, and returns it.
+	takeOver := func(t *testing.T, b *testBundle) int64 {
+		var token int64
+		if err := b.Pool.QueryRow(ctx, `UPDATE idempotency_keys SET locked_at = now(), locked_until = now() + interval '1 minute',
+			lock_generation = lock_generation + 1 RETURNING lock_generation`).Scan(&token); err != nil {
 			t.Fatal(err)
 		}
 		return token
@@ -153,15 +154,15 @@ func TestChargeRide(t *testing.T) {
 	t.Run("TakenOverRequestCommitsNothingAfterTheCharge", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		var successorToken time.Time
+		var successorToken int64
 		b.executor.hooks.afterCharge = func(context.Context) { successorToken = takeOver(t, b) }
 
 		if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, ErrLockLost) {
 			t.Fatalf("want ErrLockLost, got %v", err)
 		}
 		key := b.key(t, b.Rider)
-		if key.RecoveryPoint != models.RecoveryPointRideCreated || key.LockedAt == nil || !key.LockedAt.Equal(successorToken) {
-			t.Fatalf("want the key left at ride_created under the successor's lock, got %s locked %v", key.RecoveryPoint, key.LockedAt)
+		if key.RecoveryPoint != models.RecoveryPointRideCreated || key.LockedUntil == nil || key.LockGeneration != successorToken {
+			t.Fatalf("want the key left at ride_created under the successor's lock, got %s generation %d until %v", key.RecoveryPoint, key.LockGeneration, key.LockedUntil)
 		}
 		if n := b.Count(t, `SELECT count(*) FROM rides WHERE stripe_charge_id IS NOT NULL`); n != 0 {
 			t.Fatal("want the charge id left for the successor to record")
@@ -172,14 +173,14 @@ func TestChargeRide(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.Stripe.InjectChargeFaults(fakestripe.FaultError500, 1)
-		var successorToken time.Time
+		var successorToken int64
 		b.executor.hooks.afterCharge = func(context.Context) { successorToken = takeOver(t, b) }
 
 		_, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
 		requireUnavailable(t, err)
 		key := b.key(t, b.Rider)
-		if key.LockedAt == nil || !key.LockedAt.Equal(successorToken) || key.LastError != nil {
-			t.Fatalf("want the successor's lock untouched, got locked %v last_error %v", key.LockedAt, key.LastError)
+		if key.LockedUntil == nil || key.LockGeneration != successorToken || key.LastError != nil {
+			t.Fatalf("want the successor's lock untouched, got generation %d until %v last_error %v", key.LockGeneration, key.LockedUntil, key.LastError)
 		}
 	})
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/rocketrides/rocketrides/internal/dbtest"
 	"github.com/rocketrides/rocketrides/internal/ridetest"
@@ -24,8 +25,10 @@ func setup(t *testing.T) *testBundle {
 	t.Helper()
 	b := ridetest.Setup(t)
 	return &testBundle{
-		Bundle:   b,
-		executor: New(b.Pool, b.StripeClient, slog.New(slog.DiscardHandler), Config{SimulateErrors: true}),
+		Bundle: b,
+		// An hour's lease is never renewed within a test, so that tests that play another
+		// request taking a key over are not raced by the renewals; TestLease has short ones.
+		executor: New(b.Pool, b.StripeClient, slog.New(slog.DiscardHandler), Config{SimulateErrors: true, LockLease: time.Hour}),
 	}
 }
 
@@ -59,8 +62,8 @@ func (b *testBundle) requireUnlockedAt(t *testing.T, rider *ridetest.Rider, poin
 	if key.RecoveryPoint != point {
 		t.Fatalf("want recovery point %s, got %s", point, key.RecoveryPoint)
 	}
-	if key.LockedAt != nil {
-		t.Fatalf("want key unlocked, locked at %s", key.LockedAt)
+	if key.LockedAt != nil || key.LockedUntil != nil {
+		t.Fatalf("want key unlocked, locked at %v until %v", key.LockedAt, key.LockedUntil)
 	}
 	return key
 }
@@ -92,7 +95,7 @@ func (b *testBundle) requireCreate(t *testing.T, req *CreateRideRequest) RideCre
 func (b *testBundle) requireOneChargedRide(t *testing.T, rider *ridetest.Rider) {
 	t.Helper()
 	key := b.key(t, rider)
-	if key.RecoveryPoint != models.RecoveryPointFinished || key.LockedAt != nil || *key.ResponseCode != 201 {
+	if key.RecoveryPoint != models.RecoveryPointFinished || key.LockedAt != nil || key.LockedUntil != nil || *key.ResponseCode != 201 {
 		t.Fatalf("want key finished with 201 and unlocked, got %s %v locked %v", key.RecoveryPoint, key.ResponseCode, key.LockedAt)
 	}
 	if n := b.Count(t, `SELECT count(*) FROM rides WHERE user_id = $1`, rider.ID); n != 1 {

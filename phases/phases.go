@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -38,15 +39,22 @@ import (
 
 // Config tunes the executor. The zero value of each field means its default.
 type Config struct {
-	// LockTimeout is how long a request may hold a key before another request may take it over.
-	// It must be well above the longest a request can take (the Stripe call's timeout
-	// included), or two requests would work one key at once. Default 90 s, as in the article.
-	LockTimeout time.Duration
+	// LockLease is how long a request's lock on its key lasts unless renewed. The request
+	// renews it every LockLease/3 while it runs (see keepLease), and every atomic phase's commit
+	// renews it too, so a request may take far longer than its lease; a request that died stops
+	// renewing, and its key is free for a retry within one lease. Default 5 s: a rider retrying
+	// after a crash waits seconds, not the article's 90 s lock timeout, and a renewal can be
+	// missed twice, to a slow database say, before the lease runs out.
+	LockLease time.Duration
 
 	// StripeKeyMaxAge is how long after the first charge attempt we still dare re-send a charge.
 	// Stripe forgets idempotency keys after 24 h; past that, a re-sent charge could be a second
-	// charge. Default 23 h, an hour of margin for clock skew and slow requests.
+	// charge. Default 23 h. See Validate for why it and RequestTimeout must stay under 24 h.
 	StripeKeyMaxAge time.Duration
+
+	// RequestTimeout bounds one run of a request, Stripe call included: CreateRide gives up
+	// after it, with nothing committed past the last atomic phase. Default 45 s.
+	RequestTimeout time.Duration
 
 	// ConflictRetryBudget bounds how long an atomic phase keeps retrying serialization failures
 	// and deadlocks before the request gives up with ErrConflict. Default 2 s: well past what a
@@ -88,16 +96,50 @@ type FaultInjector interface {
 
 // Defaults of Config.
 const (
-	LockTimeoutDefault         = 90 * time.Second
+	LockLeaseDefault           = 5 * time.Second
 	StripeKeyMaxAgeDefault     = 23 * time.Hour
+	RequestTimeoutDefault      = 45 * time.Second
 	ConflictRetryBudgetDefault = 2 * time.Second
 )
 
 func (c Config) withDefaults() Config {
-	c.LockTimeout = cmp.Or(c.LockTimeout, LockTimeoutDefault)
+	c.LockLease = cmp.Or(c.LockLease, LockLeaseDefault)
 	c.StripeKeyMaxAge = cmp.Or(c.StripeKeyMaxAge, StripeKeyMaxAgeDefault)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, RequestTimeoutDefault)
 	c.ConflictRetryBudget = cmp.Or(c.ConflictRetryBudget, ConflictRetryBudgetDefault)
 	return c
+}
+
+// stripeKeyMemory is how long Stripe keeps an idempotency key and replays its first answer.
+const stripeKeyMemory = 24 * time.Hour
+
+// minLockLease keeps renewals, a third of the lease apart, well above a database round trip.
+const minLockLease = time.Second
+
+// Validate checks the rules that tie the settings together, with defaults filled in:
+//
+//   - A charge is sent with the key's Stripe idempotency key only while Stripe remembers it.
+//     prepareCharge lets a charge go out only within StripeKeyMaxAge of the first attempt, and
+//     the charge then goes out within the same run, which RequestTimeout bounds, or not at all
+//     (an expired context sends nothing). So the last use of a key is at most StripeKeyMaxAge
+//     plus RequestTimeout after its first, which must be under Stripe's 24 hours. This holds
+//     whatever happens to the lease: a process frozen past it finds its context expired when it
+//     wakes.
+//   - A Stripe call needs no bound against the lease: the request renews its lease every third
+//     of it while the call runs, so the lease survives two failed renewals. If the process
+//     freezes, the lease runs out, another request takes the key over, and the frozen one is
+//     fenced out; if both reach Stripe, they send one idempotency key, and Stripe charges once.
+//   - The lease is at least a second, so that renewals stay far apart next to a round trip.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.StripeKeyMaxAge+c.RequestTimeout >= stripeKeyMemory:
+		return fmt.Errorf("a charge's Stripe key may be used up to %s after its first use (the Stripe key's max age %s plus the request timeout %s), past Stripe's memory of %s",
+			c.StripeKeyMaxAge+c.RequestTimeout, c.StripeKeyMaxAge, c.RequestTimeout, stripeKeyMemory)
+	case c.LockLease < minLockLease:
+		return fmt.Errorf("the lock lease (%s) must be at least %s", c.LockLease, minLockLease)
+	}
+	return nil
 }
 
 // Executor runs ride requests through the phases. It is safe for concurrent use; every piece
@@ -177,7 +219,10 @@ func (e *Executor) CreateRide(ctx context.Context, req *CreateRideRequest) (*Out
 		return nil, ErrSimulationDisabled
 	}
 
-	r := &run{req: req}
+	ctx, cancel := context.WithTimeout(ctx, e.config.RequestTimeout)
+	defer cancel()
+	r := &run{req: req, mu: &sync.Mutex{}}
+	defer e.keepLease(ctx, r)()
 	if err := e.runPhases(ctx, r); err != nil {
 		e.unlockAfterError(ctx, r, err)
 		return nil, err
@@ -199,8 +244,14 @@ type run struct {
 	// key is the key as the last atomic phase committed it; nil until the first one has.
 	key *models.IdempotencyKey
 
-	// lockedAt is this run's fencing token: the locked_at it took the key's lock with.
-	lockedAt time.Time
+	// lockGeneration is this run's fencing token: the lock generation it took the key's lock
+	// with; 0 until it has.
+	lockGeneration int64
+
+	// mu is held by an atomic phase for its transaction, and by keepLease for a renewal, so that
+	// the request never updates its own key from two transactions at once. A pointer, because
+	// an atomic phase copies the run to start again from it.
+	mu *sync.Mutex
 
 	// replayed is set when the key had finished before this run.
 	replayed bool
@@ -269,6 +320,61 @@ func (e *Executor) faultPoint(ctx context.Context, point FaultPoint) {
 	}
 }
 
+// keepLease renews the lease on r's key every third of Config.LockLease for as long as the
+// request runs, from the first atomic phase's commit on, and returns the function that stops
+// it. A renewal that fails for want of a database is tried again at the next tick; one that
+// finds the key taken over stops renewing. Neither stops the request: if another request took
+// its key over, the request's next atomic phase finds a newer lock generation and commits
+// nothing (ErrLockLost), and that is where it ends.
+func (e *Executor) keepLease(ctx context.Context, r *run) (stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(e.config.LockLease / 3)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			if !e.renewLease(ctx, r) {
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// renewLease renews the lease on r's key once, and reports whether to go on renewing.
+func (e *Executor) renewLease(ctx context.Context, r *run) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.key == nil || r.lockGeneration == 0 {
+		return true // no lock yet
+	}
+	if r.key.RecoveryPoint == models.RecoveryPointFinished {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.config.LockLease/3)
+	defer cancel()
+	held, err := models.IdempotencyKeyRenewLease(ctx, e.pool, r.key.ID, r.lockGeneration, e.config.LockLease)
+	if err != nil {
+		e.logger.WarnContext(ctx, "Phases: failed to renew the lease of an idempotency key",
+			slog.Int64("idempotency_key_id", r.key.ID), slog.String("error", err.Error()))
+		return true
+	}
+	if !held {
+		e.logger.WarnContext(ctx, "Phases: lost the lease of an idempotency key to another request",
+			slog.Int64("idempotency_key_id", r.key.ID), slog.Int64("lock_generation", r.lockGeneration))
+	}
+	return held
+}
+
 // unlockTimeout bounds the unlock that follows a failed run. It gets a context of its own
 // because the failure may have been the request's context ending.
 const unlockTimeout = 5 * time.Second
@@ -276,14 +382,14 @@ const unlockTimeout = 5 * time.Second
 // unlockAfterError releases the key so that a retry need not wait out the lock timeout. A
 // request that never locked its key, or lost its lock, has nothing to release.
 func (e *Executor) unlockAfterError(ctx context.Context, r *run, runErr error) {
-	if errors.Is(runErr, ErrLockLost) || r.key == nil || r.lockedAt.IsZero() {
+	if errors.Is(runErr, ErrLockLost) || r.key == nil || r.lockGeneration == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
 	defer cancel()
 
-	if _, err := models.IdempotencyKeyUnlock(ctx, e.pool, r.key.ID, r.lockedAt, runErr.Error()); err != nil {
-		// The lock expires by itself after LockTimeout; a retry is only delayed.
+	if _, err := models.IdempotencyKeyUnlock(ctx, e.pool, r.key.ID, r.lockGeneration, runErr.Error()); err != nil {
+		// The lease runs out by itself; a retry is only delayed by that much.
 		e.logger.ErrorContext(ctx, "Phases: failed to unlock idempotency key",
 			slog.Int64("idempotency_key_id", r.key.ID), slog.String("error", err.Error()))
 	}

@@ -107,7 +107,9 @@ func TestCreateRide(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.leaveBeforeCharge(t, b.Rider)
-		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now()`)
+		// Another request holds it now.
+		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now(), locked_until = now() + interval '1 minute',
+			lock_generation = lock_generation + 1`)
 
 		if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, ErrKeyInUse) {
 			t.Fatalf("want ErrKeyInUse, got %v", err)
@@ -142,8 +144,9 @@ func TestCreateRide(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.leaveBeforeCharge(t, b.Rider)
-		// A request that died 91 s ago without unlocking: its lock has expired.
-		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '91 seconds'`)
+		// A request that died without unlocking: its lease ran out a moment ago.
+		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '6 seconds',
+			locked_until = now() - interval '1 second', lock_generation = lock_generation + 1`)
 
 		b.requireCreate(t, newRequest(b.Rider))
 		b.requireOneChargedRide(t, b.Rider)

@@ -60,14 +60,14 @@ func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run
 		return false, nil
 	}
 
-	r.key, err = models.IdempotencyKeyLock(ctx, tx, existing.ID, e.config.LockTimeout)
+	r.key, err = models.IdempotencyKeyLock(ctx, tx, existing.ID, e.config.LockLease)
 	if errors.Is(err, models.ErrNotFound) {
 		return false, ErrKeyInUse
 	}
 	if err != nil {
 		return false, err
 	}
-	r.lockedAt = *r.key.LockedAt
+	r.lockGeneration = r.key.LockGeneration
 	return false, nil
 }
 

@@ -30,11 +30,6 @@ type Config struct {
 	// Default 72 h.
 	ReapAfter time.Duration
 
-	// LockTimeout is how old a key's lock must be before the reaper may delete the key: a
-	// younger lock belongs to a request still running, whose outcome deleting the key would
-	// lose. Use the executor's lock timeout. Default 90 s.
-	LockTimeout time.Duration
-
 	// Interval is the sleep between passes that found less than a full batch. Default 1 min.
 	Interval time.Duration
 }
@@ -45,9 +40,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReapAfter == 0 {
 		c.ReapAfter = 72 * time.Hour
-	}
-	if c.LockTimeout == 0 {
-		c.LockTimeout = 90 * time.Second
 	}
 	if c.Interval == 0 {
 		c.Interval = time.Minute
@@ -133,7 +125,7 @@ func (r *Reaper) RunOnce(ctx context.Context) (*Result, error) {
 }
 
 func (r *Reaper) reap(ctx context.Context, tx pgx.Tx) (*Result, error) {
-	keys, err := models.IdempotencyKeyListReapableForUpdate(ctx, tx, r.config.ReapAfter, r.config.LockTimeout, r.config.BatchSize)
+	keys, err := models.IdempotencyKeyListReapableForUpdate(ctx, tx, r.config.ReapAfter, r.config.BatchSize)
 	if err != nil {
 		return nil, err
 	}

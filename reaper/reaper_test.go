@@ -129,12 +129,12 @@ func TestReaperRunOnce(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		key := b.request(t, b.Rider, true, "73 hours")
-		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '10 seconds' WHERE id = $1`, key.ID)
+		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '30 seconds', locked_until = now() + interval '1 minute', lock_generation = lock_generation + 1 WHERE id = $1`, key.ID)
 
 		b.runOnce(t, b.reaper, Result{})
 
-		// Its request died: the lock expired.
-		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '91 seconds' WHERE id = $1`, key.ID)
+		// Its request died: the lease ran out.
+		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now() - interval '10 seconds', locked_until = now() - interval '1 second', lock_generation = lock_generation + 1 WHERE id = $1`, key.ID)
 		b.runOnce(t, b.reaper, Result{Reaped: 1, Abandoned: 1})
 	})
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rocketrides/rocketrides/phases"
 )
 
 // eventLog is the log file of the stack's output, read as it is written. Some faults are
@@ -65,10 +67,10 @@ func (l *eventLog) Write(p []byte) (int, error) {
 	if receiptRaceLine.Match(p) {
 		l.receiptRaces++
 	}
-	// A 409 that took longer than the lock timeout is a request that lost its key while it
-	// ran (ErrLockLost): it was fenced off. A 409 for a key in use comes back at once.
+	// A 409 that took longer than the lease is a request that lost its key while it ran
+	// (ErrLockLost): it was fenced off. A 409 for a key in use comes back at once.
 	if m := conflictLine.FindSubmatch(p); m != nil {
-		if d, err := time.ParseDuration(string(m[1])); err == nil && d >= lockTimeout {
+		if d, err := time.ParseDuration(string(m[1])); err == nil && d >= phases.LockLeaseDefault {
 			l.fenced++
 		}
 	}

@@ -12,6 +12,7 @@ type faultKind string
 
 const (
 	faultAPIKill         faultKind = "api_sigkill"             // SIGKILL an API replica
+	faultAPIFreeze       faultKind = "api_freeze"              // SIGSTOP an API replica past the lease, then SIGCONT
 	faultBackgroundKill  faultKind = "background_sigkill"      // SIGKILL the enqueuer or the completer
 	faultDeploy          faultKind = "sigterm_restart"         // restart any process with SIGTERM, as a deploy does
 	faultStripe500       faultKind = "stripe_error_500"        // Stripe answers 500 without charging
@@ -28,6 +29,7 @@ var randomFaultKinds = []struct {
 	weight int
 }{
 	{faultAPIKill, 3},
+	{faultAPIFreeze, 1},
 	{faultBackgroundKill, 1},
 	{faultDeploy, 1},
 	{faultStripe500, 3},
@@ -67,7 +69,7 @@ type fault struct {
 func (f fault) String() string {
 	s := fmt.Sprintf("%6.2fs %s", f.at.Seconds(), f.kind)
 	switch f.kind {
-	case faultAPIKill, faultBackgroundKill, faultDeploy:
+	case faultAPIKill, faultAPIFreeze, faultBackgroundKill, faultDeploy:
 		s += fmt.Sprintf(" target=%d", f.target)
 	case faultStripe500, faultStripeTimeout, faultStripeDrop:
 		s += fmt.Sprintf(" count=%d", f.count)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rocketrides/rocketrides/internal/supervisor"
@@ -124,6 +126,27 @@ func (s *service) kill() bool {
 	}
 	s.mu.Unlock()
 	p.Kill()
+	return true
+}
+
+// freeze stops the process with SIGSTOP, as a paused VM or a long stop-the-world pause would,
+// for d or until ctx ends, then lets it go on with SIGCONT. Meanwhile nobody restarts it. It
+// reports false if the process was not running.
+func (s *service) freeze(ctx context.Context, d time.Duration) bool {
+	s.restartMu.Lock()
+	defer s.restartMu.Unlock()
+	s.mu.Lock()
+	p := s.proc
+	running := p != nil && !s.stopping
+	s.mu.Unlock()
+	if !running || p.Signal(syscall.SIGSTOP) != nil {
+		return false
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+	_ = p.Signal(syscall.SIGCONT) // fails only if it died meanwhile
 	return true
 }
 

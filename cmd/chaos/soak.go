@@ -114,6 +114,14 @@ func (s *soak) inject(ctx context.Context, f fault) {
 	switch f.kind {
 	case faultAPIKill:
 		s.killOneOf(f, s.st.apis)
+	case faultAPIFreeze:
+		svc := s.st.apis[f.target%len(s.st.apis)]
+		if svc.freeze(ctx, freezeFor) {
+			s.events.note(fmt.Sprintf("fault %s: froze %s for %s", f.kind, svc.label, freezeFor))
+			s.count(f.kind, 1)
+		} else {
+			s.events.note(fmt.Sprintf("fault %s: skipped, %s not running", f.kind, svc.label))
+		}
 	case faultBackgroundKill:
 		// Not the workers: a worker killed between mailing a receipt and recording it mails it
 		// again, which is documented at-least-once behaviour, and its job would stay running

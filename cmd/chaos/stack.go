@@ -20,15 +20,16 @@ import (
 	"github.com/rocketrides/rocketrides/internal/pgcluster"
 	"github.com/rocketrides/rocketrides/internal/smtptest"
 	"github.com/rocketrides/rocketrides/internal/supervisor"
+	"github.com/rocketrides/rocketrides/phases"
 )
 
 // The stack's timing, shrunk from production's so that a soak of a minute sees every recovery
 // path many times over.
 const (
-	// lockTimeout lets a key locked by a killed API be taken over after 6 s instead of 90.
-	lockTimeout = 6 * time.Second
-	// stripeTimeout must stay under a third of lockTimeout (the API refuses to start
-	// otherwise); a timeout fault costs a request this long.
+	// The lock lease is the default one (phases.LockLeaseDefault): a killed API's keys are free
+	// again within it, as in production.
+	//
+	// stripeTimeout is what a timeout fault costs a request.
 	stripeTimeout = 1500 * time.Millisecond
 	// completerMinAge and completerIdleFor make the completer take on a key whose client has
 	// been gone for a few seconds: it races live clients, which is part of the test.
@@ -37,11 +38,14 @@ const (
 	completerPause   = 500 * time.Millisecond
 	// enqueuerPoll is the fallback for a NOTIFY lost while the database restarted.
 	enqueuerPoll = 500 * time.Millisecond
-	// stallFor outlasts lockTimeout by enough for the completer (which looks every
-	// completerPause) to take the stalled request's key over, so that the stalled request must
-	// then be fenced off. It stays under the 10 s a SIGTERM'd API has to exit (a stall ignores
-	// cancellation) and under the clients' attemptTimeout.
-	stallFor = lockTimeout + 2500*time.Millisecond
+	// stallFor and freezeFor outlast the lease by enough for the completer (which looks every
+	// completerPause) to take a key over whose lease ran out. A stalled request is alive and
+	// renews its lease, so nobody may take its key over; a frozen process (SIGSTOP) renews
+	// nothing, so its requests' keys are taken over, and when it thaws, fencing must stop them
+	// from committing anything. Both stay under the 10 s a SIGTERM'd API has to exit and under
+	// the clients' attemptTimeout.
+	stallFor  = phases.LockLeaseDefault + 2500*time.Millisecond
+	freezeFor = phases.LockLeaseDefault + 2500*time.Millisecond
 	// readyTimeout bounds waiting for the first start of the APIs.
 	readyTimeout = 30 * time.Second
 )
@@ -135,7 +139,6 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 		"STRIPE_API_KEY=sk_test_rocketrides_chaos",
 		"STRIPE_API_URL="+stripeURL,
 		"SMTP_URL="+st.smtp.URL(),
-		"IDEMPOTENCY_KEY_LOCK_TIMEOUT="+lockTimeout.String(),
 		"STRIPE_TIMEOUT="+stripeTimeout.String(),
 		"COMPLETER_MIN_AGE="+completerMinAge.String(),
 		"COMPLETER_IDLE_FOR="+completerIdleFor.String(),
@@ -190,9 +193,9 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 
 // apiEnv is the environment of the i-th API, with its fault points armed when faulty. The
 // replicas take turns between two profiles. The first crashes at every fault point. The second
-// stalls once Stripe has answered, for longer than the lock timeout: meanwhile the completer takes the key over, and when the stalled request wakes up,
-// fencing must stop it from committing anything. It does not crash, or it would rarely live
-// to the end of a stall.
+// stalls once Stripe has answered, for longer than the lease: the stalled request is alive and
+// keeps renewing its lease, so it must keep its key and finish it. (Takeovers and fencing come
+// from the api_freeze fault.) It does not crash, or it would rarely live to the end of a stall.
 func (st *stack) apiEnv(i int, faulty bool) []string {
 	env := append(append([]string(nil), st.baseEnv...), "PORT="+strconv.Itoa(st.apiPorts[i]))
 	if !faulty || st.cfg.crashProb == 0 {

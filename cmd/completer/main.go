@@ -44,11 +44,10 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	c := completer.New(pool, executor, logger, completer.Config{
-		MinAge:      cfg.CompleterMinAge,
-		MaxAge:      maxAge,
-		IdleFor:     cfg.CompleterIdleFor,
-		LockTimeout: cfg.LockTimeout,
-		Interval:    cfg.CompleterInterval,
+		MinAge:   cfg.CompleterMinAge,
+		MaxAge:   maxAge,
+		IdleFor:  cfg.CompleterIdleFor,
+		Interval: cfg.CompleterInterval,
 	})
 
 	return bootstrap.RunService(ctx, "Completer", once, c, os.Stdout, logger)

@@ -34,9 +34,8 @@ func run(ctx context.Context, args []string) error {
 	defer pool.Close()
 
 	r := reaper.New(pool, logger, reaper.Config{
-		ReapAfter:   cfg.ReapAfter,
-		LockTimeout: cfg.LockTimeout,
-		Interval:    cfg.ReaperInterval,
+		ReapAfter: cfg.ReapAfter,
+		Interval:  cfg.ReaperInterval,
 	})
 
 	return bootstrap.RunService(ctx, "Reaper", once, r, os.Stdout, logger)

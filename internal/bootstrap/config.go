@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rocketrides/rocketrides/phases"
 )
 
 // Config is every setting any process reads, parsed once from the environment. A process uses
@@ -32,14 +34,15 @@ type Config struct {
 	// StripeAPIURL (STRIPE_API_URL, default Stripe's own) is the base URL of the Stripe API.
 	StripeAPIURL string
 
-	// StripeTimeout (STRIPE_TIMEOUT, default 20s) bounds one call to Stripe. It must be under
-	// a third of LockTimeout, so that a request stuck on Stripe gives up long before another
-	// request may take over its key.
+	// StripeTimeout (STRIPE_TIMEOUT, default 20s) bounds one call to Stripe. It must leave room
+	// within the API's bound on a whole request (api.CreateRideTimeout); see checkTimes.
 	StripeTimeout time.Duration
 
-	// LockTimeout (IDEMPOTENCY_KEY_LOCK_TIMEOUT, default 90s) is how long a request may hold an
-	// idempotency key before another request may take it over.
-	LockTimeout time.Duration
+	// LockLease (IDEMPOTENCY_KEY_LEASE, default 5s) is how long a request's lock on its key
+	// lasts unless the request renews it, which a live request does every third of it: so how
+	// soon a key is free again after its request died. It replaces the article's lock timeout,
+	// IDEMPOTENCY_KEY_LOCK_TIMEOUT, which is refused now rather than silently ignored.
+	LockLease time.Duration
 
 	// SimulateErrors (SIMULATE_ERRORS, default false) allows the raise_error demo parameter.
 	SimulateErrors bool
@@ -96,7 +99,7 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		// Stripe answers charges in well under a second; 20 s rides out a slow moment without
 		// coming near the lock timeout.
 		StripeTimeout: 20 * time.Second,
-		LockTimeout:   90 * time.Second,
+		LockLease:     phases.LockLeaseDefault,
 		SMTPURL:       getenv("SMTP_URL"),
 		Faults:        getenv("FAULTS"),
 		MailFrom:      "Rocket Rides <receipts@rocketrides.example>",
@@ -142,7 +145,11 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		}
 	}
 	parseDuration("STRIPE_TIMEOUT", &cfg.StripeTimeout)
-	parseDuration("IDEMPOTENCY_KEY_LOCK_TIMEOUT", &cfg.LockTimeout)
+	parseDuration("IDEMPOTENCY_KEY_LEASE", &cfg.LockLease)
+	if getenv("IDEMPOTENCY_KEY_LOCK_TIMEOUT") != "" {
+		errs = append(errs, "IDEMPOTENCY_KEY_LOCK_TIMEOUT is gone: a key's lock is now a lease its request renews, "+
+			"set with IDEMPOTENCY_KEY_LEASE (default 5s); unset IDEMPOTENCY_KEY_LOCK_TIMEOUT")
+	}
 	parseDuration("ENQUEUER_POLL_INTERVAL", &cfg.EnqueuerPollInterval)
 	parseDuration("COMPLETER_INTERVAL", &cfg.CompleterInterval)
 	parseDuration("COMPLETER_MIN_AGE", &cfg.CompleterMinAge)
@@ -164,12 +171,25 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		cfg.SimulateErrors = b
 	}
 
-	if len(errs) == 0 && cfg.StripeTimeout*3 > cfg.LockTimeout {
-		errs = append(errs, fmt.Sprintf("STRIPE_TIMEOUT (%s) must be under a third of IDEMPOTENCY_KEY_LOCK_TIMEOUT (%s)",
-			cfg.StripeTimeout, cfg.LockTimeout))
+	if len(errs) == 0 {
+		errs = append(errs, checkTimes(cfg)...)
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration: %s", strings.Join(errs, "; "))
 	}
 	return cfg, nil
+}
+
+// checkTimes checks the settings that must fit together (see phases.Config.Validate for the
+// derivations): the lease, and a Stripe call that can be answered within its request.
+func checkTimes(cfg *Config) []string {
+	var errs []string
+	if err := (phases.Config{LockLease: cfg.LockLease}).Validate(); err != nil {
+		errs = append(errs, "IDEMPOTENCY_KEY_LEASE: "+err.Error())
+	}
+	if cfg.StripeTimeout >= phases.RequestTimeoutDefault {
+		errs = append(errs, fmt.Sprintf("STRIPE_TIMEOUT (%s) must be under the request timeout (%s), or no charge could be answered within its request",
+			cfg.StripeTimeout, phases.RequestTimeoutDefault))
+	}
+	return errs
 }

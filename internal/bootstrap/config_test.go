@@ -20,7 +20,7 @@ func TestLoadConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.Port != 5004 || cfg.LockTimeout != 90*time.Second || cfg.StripeTimeout != 20*time.Second ||
+		if cfg.Port != 5004 || cfg.LockLease != 5*time.Second || cfg.StripeTimeout != 20*time.Second ||
 			cfg.SimulateErrors || cfg.LogFormat != "text" || cfg.LogLevel != slog.LevelInfo || cfg.StripeAPIURL != "" {
 			t.Fatalf("unexpected defaults %+v", cfg)
 		}
@@ -31,14 +31,14 @@ func TestLoadConfig(t *testing.T) {
 		cfg, err := LoadConfig(env(map[string]string{
 			"DATABASE_URL": "postgres://db", "PORT": "8080", "STRIPE_API_KEY": "sk_test_1",
 			"STRIPE_API_URL": "http://127.0.0.1:12111", "SIMULATE_ERRORS": "true", "LOG_FORMAT": "json",
-			"LOG_LEVEL": "debug", "STRIPE_TIMEOUT": "5s", "IDEMPOTENCY_KEY_LOCK_TIMEOUT": "30s",
+			"LOG_LEVEL": "debug", "STRIPE_TIMEOUT": "5s", "IDEMPOTENCY_KEY_LEASE": "8s",
 		}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if cfg.DatabaseURL != "postgres://db" || cfg.Port != 8080 || cfg.StripeAPIKey != "sk_test_1" ||
 			cfg.StripeAPIURL != "http://127.0.0.1:12111" || !cfg.SimulateErrors || cfg.LogFormat != "json" ||
-			cfg.LogLevel != slog.LevelDebug || cfg.StripeTimeout != 5*time.Second || cfg.LockTimeout != 30*time.Second {
+			cfg.LogLevel != slog.LevelDebug || cfg.StripeTimeout != 5*time.Second || cfg.LockLease != 8*time.Second {
 			t.Fatalf("unexpected config %+v", cfg)
 		}
 	})
@@ -54,7 +54,9 @@ func TestLoadConfig(t *testing.T) {
 		{"BadFormat", map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
 		{"BadLevel", map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{"BadDuration", map[string]string{"STRIPE_TIMEOUT": "soon"}, "STRIPE_TIMEOUT"},
-		{"StripeTimeoutNearLockTimeout", map[string]string{"STRIPE_TIMEOUT": "60s"}, "under a third"},
+		{"StripeTimeoutPastTheRequest", map[string]string{"STRIPE_TIMEOUT": "60s"}, "under the request timeout"},
+		{"LeaseTooShort", map[string]string{"IDEMPOTENCY_KEY_LEASE": "500ms"}, "at least 1s"},
+		{"LockTimeoutIsGone", map[string]string{"IDEMPOTENCY_KEY_LOCK_TIMEOUT": "90s"}, "IDEMPOTENCY_KEY_LEASE"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -31,7 +31,7 @@ func NewExecutor(cfg *Config, pool *pgxpool.Pool, logger *slog.Logger) (*phases.
 	if err != nil {
 		return nil, err
 	}
-	config := phases.Config{LockTimeout: cfg.LockTimeout, SimulateErrors: cfg.SimulateErrors}
+	config := phases.Config{LockLease: cfg.LockLease, SimulateErrors: cfg.SimulateErrors}
 	injector, err := faults.Parse(cfg.Faults, logger)
 	if err != nil {
 		return nil, err

@@ -23,13 +23,16 @@ import (
 	"github.com/rocketrides/rocketrides/internal/smtptest"
 )
 
-// Timeouts of the processes the Murphy scenarios run. The lock timeout is short so that the
-// scenarios that wait out a dead request's lock take seconds; the Stripe timeout stays under a
-// third of it, as bootstrap.LoadConfig requires, and is still hundreds of times what a charge
-// at the local Stripe stand-in takes.
+// Timeouts of the processes the Murphy scenarios run. The lock lease is the default one, since
+// the scenarios show what a rider sees with it: a dead request's key is free again within it.
+// The Stripe timeout is short so that the scenarios of a Stripe that times out take seconds; it
+// is still hundreds of times what a charge at the local Stripe stand-in takes.
 const (
-	murphyLockTimeout   = 3 * time.Second
 	murphyStripeTimeout = 900 * time.Millisecond
+
+	// murphyTakeoverWithin is how soon after an API died a retry through another replica must
+	// have booked the ride, with the default lease.
+	murphyTakeoverWithin = 10 * time.Second
 
 	// murphyWait bounds every wait on a condition. The conditions normally hold within seconds;
 	// the bound is generous for a loaded two-core CI machine, where a deadline that is too tight
@@ -102,7 +105,6 @@ func (s *murphyStack) env(extra ...string) []string {
 		"DATABASE_URL=" + s.databaseURL,
 		"STRIPE_API_KEY=sk_test_murphy",
 		"STRIPE_API_URL=" + s.stripeURL,
-		"IDEMPOTENCY_KEY_LOCK_TIMEOUT=" + murphyLockTimeout.String(),
 		"STRIPE_TIMEOUT=" + murphyStripeTimeout.String(),
 	}
 	if s.mail != nil {
@@ -358,7 +360,7 @@ type keyRow struct {
 	ID                int64
 	RecoveryPoint     string
 	Locked            bool
-	LockAge           time.Duration // how long ago the key was locked, by the database's clock
+	LeaseLeft         time.Duration // how long until the key's lease runs out, by the database's clock
 	LockExpired       bool          // locked, and longer ago than the lock timeout
 	ChargeAttempted   bool
 	ResponseCode      *int
@@ -374,17 +376,17 @@ type keyRow struct {
 func (s *murphyStack) key(key string) keyRow {
 	s.t.Helper()
 	var (
-		k              keyRow
-		lockAgeSeconds float64
+		k                keyRow
+		leaseLeftSeconds float64
 	)
 	err := s.pool.QueryRow(context.Background(), `
-		SELECT k.id, k.recovery_point, k.locked_at IS NOT NULL,
-			coalesce(extract(epoch FROM now() - k.locked_at)::float8, 0),
+		SELECT k.id, k.recovery_point, k.locked_until IS NOT NULL,
+			coalesce(extract(epoch FROM k.locked_until - now())::float8, 0),
 			k.charge_attempted_at IS NOT NULL, k.response_code, k.response_body, k.stripe_idempotency_key,
 			k.last_error, r.id, r.stripe_charge_id, r.receipt_sent_at
 		FROM idempotency_keys k LEFT JOIN rides r ON r.idempotency_key_id = k.id
 		WHERE k.idempotency_key = $1`, key).
-		Scan(&k.ID, &k.RecoveryPoint, &k.Locked, &lockAgeSeconds, &k.ChargeAttempted, &k.ResponseCode,
+		Scan(&k.ID, &k.RecoveryPoint, &k.Locked, &leaseLeftSeconds, &k.ChargeAttempted, &k.ResponseCode,
 			&k.ResponseBody, &k.StripeKey, &k.LastError, &k.RideID, &k.RideStripeCharge, &k.RideReceiptSentAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.t.Fatalf("no idempotency key %s in the database", key)
@@ -392,8 +394,8 @@ func (s *murphyStack) key(key string) keyRow {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	k.LockAge = time.Duration(lockAgeSeconds * float64(time.Second))
-	k.LockExpired = k.Locked && k.LockAge >= murphyLockTimeout
+	k.LeaseLeft = time.Duration(leaseLeftSeconds * float64(time.Second))
+	k.LockExpired = k.Locked && k.LeaseLeft <= 0
 	return k
 }
 
@@ -435,8 +437,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// waitLockExpired waits until the key's lock, left by a request that died or stalls, is older
-// than the lock timeout by the database's clock, which is the clock the takeover is decided on.
+// waitLockExpired waits until the lease on the key, left by a request that died or is frozen,
+// ran out by the database's clock, which is the clock the takeover is decided on.
 func (s *murphyStack) waitLockExpired(key string) {
 	s.t.Helper()
 	s.waitFor("the lock of key "+key+" to expire", func() bool {

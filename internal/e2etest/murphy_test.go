@@ -275,14 +275,16 @@ func TestMurphyStripeIsDown(t *testing.T) {
 }
 
 // TestMurphyAPIKilledAfterStripeCharged: the API process is SIGKILLed after Stripe charged and
-// before it recorded the charge, the worst moment to die. Its client's connection breaks. A
-// restarted API gets the retry, waits out the dead request's lock, sends the charge again with
-// the key's Stripe idempotency key, and Stripe replays the charge it made: one charge.
+// before it recorded the charge, the worst moment to die. Its client's connection breaks.
+// Another replica gets the retry, waits out what is left of the dead request's lease (seconds),
+// sends the charge again with the key's Stripe idempotency key, and Stripe replays the charge
+// it made: one charge, booked within murphyTakeoverWithin of the kill.
 func TestMurphyAPIKilledAfterStripeCharged(t *testing.T) {
 	t.Parallel()
 	s := newMurphyStack(t, murphyOptions{})
+	other := s.startAPI(0)
 	key := newKey(t)
-	port := s.crashAt("charge_answered", key)
+	_, killedAt := s.crashAt("charge_answered", key)
 
 	k := s.key(key)
 	if k.RecoveryPoint != "ride_created" || !k.Locked || k.RideStripeCharge != nil {
@@ -292,13 +294,13 @@ func TestMurphyAPIKilledAfterStripeCharged(t *testing.T) {
 		t.Fatalf("want Stripe to have charged once already, got %+v", charges)
 	}
 
-	restarted := s.startAPI(port)
-	c := s.client(restarted.URL)
+	c := s.client(other.URL)
 	answers := recordAnswers(c)
 	res, err := c.CreateRideWithKey(t.Context(), key, murphyParams)
 	if err != nil || res.Replayed {
 		t.Fatalf("want the retry to book the ride, got %+v, %v", res, err)
 	}
+	requireTakeoverInTime(t, killedAt)
 	t.Logf("the retry saw %v", answers.Statuses())
 
 	s.assertReceiptStaged(s.assertBookedOnce(key, res))
@@ -326,15 +328,18 @@ func TestMurphyAPIKilledAfterRecoveryPoint(t *testing.T) {
 		// What the dead request left: a ride, not charged yet.
 		hasRide, charged := true, false
 
-		crash := func(t *testing.T) (*murphyStack, string, int) {
-			s := newMurphyStack(t, murphyOptions{})
-			key := newKey(t)
-			port := s.crashAt(point, key)
+		// crash kills an API at point with a request of a new key in flight, with another
+		// replica already running, as in production.
+		crash := func(t *testing.T) (s *murphyStack, key string, port int, other *murphyAPI, killedAt time.Time) {
+			s = newMurphyStack(t, murphyOptions{})
+			other = s.startAPI(0)
+			key = newKey(t)
+			port, killedAt = s.crashAt(point, key)
 			k := s.key(key)
 			if k.RecoveryPoint != point || !k.Locked || (k.RideID != nil) != hasRide || (k.RideStripeCharge != nil) != charged {
 				t.Fatalf("want the dead request's key locked at %s (ride %t, charged %t), got %+v", point, hasRide, charged, k)
 			}
-			return s, key, port
+			return s, key, port, other, killedAt
 		}
 		// Whoever finishes the key charges only if the dead request had not: one request in all.
 		assertFinished := func(s *murphyStack, key string, got *client.Result) keyRow {
@@ -348,20 +353,20 @@ func TestMurphyAPIKilledAfterRecoveryPoint(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 
-			t.Run("ClientRetryFinishesIt", func(t *testing.T) {
+			t.Run("ClientRetryThroughAnotherReplicaFinishesIt", func(t *testing.T) {
 				t.Parallel()
-				s, key, port := crash(t)
-				restarted := s.startAPI(port)
-				// The dead request's lock turns the first retries away until it times out,
-				// unless a slow machine took that long to restart the API.
-				lockLive := s.key(key).LockAge < murphyLockTimeout-time.Second
-				c := s.client(restarted.URL)
+				s, key, _, other, killedAt := crash(t)
+				// The dead request's lease turns the first retries away until it runs out,
+				// unless a slow machine took that long already.
+				leaseLive := s.key(key).LeaseLeft > time.Second
+				c := s.client(other.URL)
 				answers := recordAnswers(c)
 				res, err := c.CreateRideWithKey(t.Context(), key, murphyParams)
 				if err != nil || res.Replayed {
 					t.Fatalf("want the retry to book the ride, got %+v, %v", res, err)
 				}
-				if statuses := answers.Statuses(); lockLive && statuses[0] != http.StatusConflict {
+				requireTakeoverInTime(t, killedAt)
+				if statuses := answers.Statuses(); leaseLive && statuses[0] != http.StatusConflict {
 					t.Fatalf("want the first retry to find the key in use (409), the client saw %v", statuses)
 				}
 				assertFinished(s, key, res)
@@ -369,7 +374,7 @@ func TestMurphyAPIKilledAfterRecoveryPoint(t *testing.T) {
 
 			t.Run("CompleterFinishesIt", func(t *testing.T) {
 				t.Parallel()
-				s, key, port := crash(t)
+				s, key, port, _, _ := crash(t)
 				s.waitLockExpired(key)
 				if succeeded, failed := s.runCompleter(); succeeded != 1 || failed != 0 {
 					t.Fatalf("want the completer to finish the key, got %d succeeded, %d failed", succeeded, failed)
@@ -460,47 +465,62 @@ func TestMurphyBadDeploy(t *testing.T) {
 	s.assertTotals(riders)
 }
 
-// TestMurphyLockTimeoutTakeover: a request stalls after Stripe charged (a GC pause, a frozen VM)
-// for longer than the lock timeout, and the client's retry on another API takes the key over
-// and finishes it, Stripe replaying the charge. When the stalled request wakes, the fencing
-// token tells it that it lost the key: it commits nothing and answers 409. One charge, one ride,
-// one receipt mailed by the real enqueuer and worker.
-func TestMurphyLockTimeoutTakeover(t *testing.T) {
+// TestMurphyFrozenProcessIsFencedOut: an API process freezes right after Stripe charged (a VM
+// paused, a process stopped: here SIGSTOP), so it stops renewing its lease. Once the lease runs
+// out, the client's retry on another API takes the key over and finishes it, Stripe replaying
+// the charge. When the frozen process thaws (SIGCONT), the lock generation tells its request
+// that it lost the key: it commits nothing and answers 409. One charge, one ride, one receipt
+// mailed by the real enqueuer and worker.
+func TestMurphyFrozenProcessIsFencedOut(t *testing.T) {
 	t.Parallel()
 	s := newMurphyStack(t, murphyOptions{Mail: true})
-	// The stall must outlast the lock timeout by enough for the takeover to finish first.
-	stalling := s.startAPI(0, "FAULTS=charge_answered=stall:"+(murphyLockTimeout+3*time.Second).String())
+	// The stall holds the request where Stripe has charged until the process is stopped.
+	freezing := s.startAPI(0, "FAULTS=charge_answered=stall:3s")
 	other := s.startAPI(0)
 	s.start("enqueuer")
 	s.start("worker")
 	key := newKey(t)
 
 	stalled := make(chan rawAnswer, 1)
-	go func() { stalled <- s.post(stalling.URL, key, murphyParams) }()
-	waitFor(t, "the API to stall the request after Stripe charged", func() bool {
+	go func() { stalled <- s.post(freezing.URL, key, murphyParams) }()
+	waitFor(t, "the API to hold the request after Stripe charged", func() bool {
 		if len(stalled) > 0 {
 			t.Fatalf("the request answered instead of stalling: %s", <-stalled)
 		}
-		return strings.Contains(stalling.Output(), "Faults: stalling")
+		return strings.Contains(freezing.Output(), "Faults: stalling")
 	})
+	if err := freezing.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			if err := freezing.Signal(syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer thaw()
 	s.waitLockExpired(key)
 
 	res, err := s.client(other.URL).CreateRideWithKey(t.Context(), key, murphyParams)
 	if err != nil || res.Replayed {
 		t.Fatalf("want the retry to take the key over and book the ride, got %+v, %v", res, err)
 	}
+	thaw()
 	var answer rawAnswer
 	select {
 	case answer = <-stalled:
 	case <-time.After(murphyWait):
-		t.Fatalf("the stalled request did not answer within %s", murphyWait)
+		t.Fatalf("the thawed request did not answer within %s", murphyWait)
 	}
 	if answer.Err != nil || answer.Status != http.StatusConflict || answer.Code() != "idempotency_key_in_use" {
-		t.Fatalf("want the stalled request to answer 409 idempotency_key_in_use, got %s", answer)
+		t.Fatalf("want the thawed request to answer 409 idempotency_key_in_use, got %s", answer)
 	}
 
 	s.assertBookedOnce(key, res)
-	// The stalled request's, which charged, and the takeover's, which Stripe replayed.
+	// The frozen request's, which charged, and the takeover's, which Stripe replayed.
 	s.assertChargeRequests(2)
 	s.assertTotals(1)
 
@@ -523,7 +543,7 @@ func TestMurphyAPIKilledAfterFinished(t *testing.T) {
 	t.Parallel()
 	s := newMurphyStack(t, murphyOptions{})
 	key := newKey(t)
-	port := s.crashAt("finished", key)
+	port, _ := s.crashAt("finished", key)
 	if k := s.key(key); k.RecoveryPoint != "finished" || k.Locked || k.RideStripeCharge == nil {
 		t.Fatalf("want the dead request's key finished, unlocked and charged, got %+v", k)
 	}
@@ -539,17 +559,30 @@ func TestMurphyAPIKilledAfterFinished(t *testing.T) {
 
 // crashAt starts an API that SIGKILLs itself at the fault point, sends it one request with key,
 // and checks that the request's connection broke and the process died. It returns the port the
-// dead API listened on, for a restarted one.
-func (s *murphyStack) crashAt(point, key string) int {
+// dead API listened on, for a restarted one, and when its client saw it die.
+func (s *murphyStack) crashAt(point, key string) (port int, killedAt time.Time) {
 	s.t.Helper()
 	crashing := s.startAPI(0, "FAULTS="+point+"=crash")
 	if answer := s.post(crashing.URL, key, murphyParams); answer.Err == nil {
 		s.t.Fatalf("want the connection to break when the API dies at %s, got %s", point, answer)
 	}
+	killedAt = time.Now()
 	if code := crashing.Wait(s.t, 10*time.Second); code != -1 || !strings.Contains(crashing.Output(), "Faults: crashing") {
 		s.t.Fatalf("want the API killed at %s, it exited %d:\n%s", point, code, crashing.Output())
 	}
-	return crashing.Port
+	return crashing.Port, killedAt
+}
+
+// requireTakeoverInTime checks that a retry through another replica booked the ride within
+// murphyTakeoverWithin of the kill: the dead request's lease ran out, and was not waited out
+// for the article's 90 s.
+func requireTakeoverInTime(t *testing.T, killedAt time.Time) {
+	t.Helper()
+	if took := time.Since(killedAt); took > murphyTakeoverWithin {
+		t.Fatalf("want the ride booked within %s of the kill, took %s", murphyTakeoverWithin, took)
+	} else {
+		t.Logf("booked %s after the kill", took.Round(time.Millisecond))
+	}
 }
 
 // httpStatus GETs url and returns the status, 0 on a network error.

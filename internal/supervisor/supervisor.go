@@ -173,6 +173,9 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 // Expected reports whether the process was told to stop, by Stop or Kill.
 func (p *Process) Expected() bool { return p.stopping.Load() }
 
+// Signal sends the process sig.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
 // Kill ends the process at once, as a crash would, and waits for it.
 func (p *Process) Kill() {
 	p.stopping.Store(true)
