@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,7 +44,10 @@ type benchCluster struct {
 
 // startDurableCluster starts a throwaway cluster that commits the way production does: every
 // commit is flushed to disk before it is acknowledged, which is most of what a ride costs.
-func startDurableCluster(ctx context.Context, clients int) (*benchCluster, error) {
+//
+// With serverLog set, the server's own log goes there, every serialization failure and deadlock
+// with its statement: the way to tell which statements conflict (grep for 40001).
+func startDurableCluster(ctx context.Context, clients int, serverLog io.Writer) (*benchCluster, error) {
 	binDir, err := pgcluster.FindBinDir("")
 	if err != nil {
 		return nil, err
@@ -57,7 +62,13 @@ func startDurableCluster(ctx context.Context, clients int) (*benchCluster, error
 	if c.statStatements {
 		settings["shared_preload_libraries"] = "pg_stat_statements"
 	}
-	if c.cluster, err = pgcluster.Start(ctx, pgcluster.Config{BinDir: binDir, Settings: settings}); err != nil {
+	config := pgcluster.Config{BinDir: binDir, Settings: settings}
+	if serverLog != nil {
+		// The error's SQLSTATE and the failing statement, which is logged for errors already.
+		settings["log_error_verbosity"] = "verbose"
+		config.Logger = slog.New(slog.NewTextHandler(serverLog, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if c.cluster, err = pgcluster.Start(ctx, config); err != nil {
 		return nil, fmt.Errorf("error starting Postgres: %w", err)
 	}
 	if c.admin, err = pgx.Connect(ctx, c.cluster.URL("postgres")); err != nil {

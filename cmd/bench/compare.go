@@ -96,7 +96,16 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	}
 
 	say("starting a durable Postgres cluster")
-	cluster, err := startDurableCluster(ctx, opts.clients)
+	var serverLog io.Writer
+	if opts.serverLog != "" {
+		f, err := os.Create(opts.serverLog)
+		if err != nil {
+			return nil, fmt.Errorf("error creating -server-log: %w", err)
+		}
+		defer f.Close()
+		serverLog = f
+	}
+	cluster, err := startDurableCluster(ctx, opts.clients, serverLog)
 	if err != nil {
 		return nil, err
 	}

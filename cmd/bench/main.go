@@ -75,6 +75,7 @@ const (
 type options struct {
 	compare      bool
 	apiPoolConns int
+	serverLog    string
 	apiURL       string
 	token        string
 	clients      int
@@ -92,7 +93,7 @@ type options struct {
 // saying, not a setting to ignore.
 var (
 	loadOnlyFlags    = []string{"api", "token", "replay-share"}
-	compareOnlyFlags = []string{"solo-duration", "rides", "riders"}
+	compareOnlyFlags = []string{"solo-duration", "rides", "riders", "api-pool", "server-log"}
 )
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -143,6 +144,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags.DurationVar(&opts.soloDuration, "solo-duration", 10*time.Second, "with -compare: how long the 1-client runs last")
 	flags.IntVar(&opts.rides, "rides", 300_000, "with -compare: rides of history in each database before the runs (0: none)")
 	flags.IntVar(&opts.riders, "riders", 1000, "with -compare: riders those rides belong to")
+	flags.StringVar(&opts.serverLog, "server-log", "", "with -compare: write Postgres's own log to this file, serialization failures with their statements")
 	flags.IntVar(&opts.apiPoolConns, "api-pool", 0, "with -compare: the API's pool_max_conns (0: the API's default, bootstrap.PoolMaxConnsDefault)")
 	if err := flags.Parse(args); err != nil {
 		return nil, err
