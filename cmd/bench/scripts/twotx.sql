@@ -1,7 +1,8 @@
 -- One ride as two SERIALIZABLE transactions on a schema with random ids: the least a ride can
 -- commit with the key's promises kept. Transaction A records the key at ride_created with the
 -- ride and its audit record; transaction B records a made-up charge id, stages the receipt job
--- and finishes the key, fenced on the locked_at that A wrote.
+-- and finishes the key, fenced on the lock generation that A took, as the API does with its
+-- leased locks (migration 00007).
 --
 -- pgbench retries a script from its first line after a serialization failure, with the same
 -- random numbers, so a retry sends the same key: it finds the key that a failed B left and
@@ -25,13 +26,14 @@ FROM idempotency_keys
 WHERE user_id = :user_id AND idempotency_key = 'bench-' || lpad(:key::text, 19, '0')
 FOR UPDATE \aset
 \if :found = 0
-INSERT INTO idempotency_keys (idempotency_key, locked_at, request_method, request_params,
-    request_path, origin_ip, recovery_point, stripe_idempotency_key, charge_attempted_at, user_id)
-VALUES ('bench-' || lpad(:key::text, 19, '0'), now(), 'POST',
+INSERT INTO idempotency_keys (idempotency_key, locked_at, locked_until, lock_generation,
+    request_method, request_params, request_path, origin_ip, recovery_point,
+    stripe_idempotency_key, charge_attempted_at, user_id)
+VALUES ('bench-' || lpad(:key::text, 19, '0'), now(), now() + interval '5 seconds', 1, 'POST',
     jsonb_build_object('origin_lat', :origin_lat::float8, 'origin_lon', :origin_lon::float8,
         'target_lat', :target_lat::float8, 'target_lon', :target_lon::float8),
     '/rides', '127.0.0.1', 'ride_created', 'rocket-rides-' || gen_random_uuid(), now(), :user_id)
-RETURNING id AS key_id, locked_at \gset
+RETURNING id AS key_id, lock_generation \gset
 INSERT INTO rides (idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, user_id)
 VALUES (:key_id, :origin_lat, :origin_lon, :target_lat, :target_lon, :user_id)
 RETURNING id AS ride_id \gset
@@ -41,8 +43,11 @@ VALUES ('ride.created',
         'target_lat', :target_lat::float8, 'target_lon', :target_lon::float8),
     '127.0.0.1', :ride_id, 'ride', :user_id);
 \else
-UPDATE idempotency_keys SET last_run_at = now(), locked_at = now() WHERE id = :key_id
-RETURNING locked_at \gset
+UPDATE idempotency_keys
+SET last_run_at = now(), locked_at = now(), locked_until = now() + interval '5 seconds',
+    lock_generation = lock_generation + 1
+WHERE id = :key_id
+RETURNING lock_generation \gset
 \endif
 COMMIT;
 
@@ -54,12 +59,12 @@ INSERT INTO staged_jobs (job_name, job_args)
 VALUES ('send_ride_receipt', jsonb_build_object('ride_id', :ride_id::text, 'user_id', :user_id::bigint,
     'amount', 2000, 'currency', 'usd'));
 UPDATE idempotency_keys
-SET locked_at = NULL, recovery_point = 'finished', response_code = 201,
+SET locked_at = NULL, locked_until = NULL, recovery_point = 'finished', response_code = 201,
     response_body = (
         SELECT jsonb_build_object('message', 'Ride booked and paid.', 'ride', jsonb_build_object(
             'id', id::text, 'origin_lat', origin_lat, 'origin_lon', origin_lon,
             'target_lat', target_lat, 'target_lon', target_lon,
             'stripe_charge_id', stripe_charge_id, 'created_at', created_at))
         FROM rides WHERE id = :ride_id)
-WHERE id = :key_id AND locked_at = :locked_at;
+WHERE id = :key_id AND lock_generation = :lock_generation;
 COMMIT;
