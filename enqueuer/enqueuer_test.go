@@ -377,7 +377,10 @@ func TestRunOnce(t *testing.T) {
 				t.Fatalf("want no River jobs, got %d", n)
 			}
 
-			// The trouble has passed: job 2 goes, and only job 1, which River refuses, stays.
+			// The trouble has passed: job 2 goes, and only job 1, which River refuses, stays. A
+			// terminated backend may still be on its way out, holding the batch's row locks,
+			// which the next pass would skip: wait until it let them go.
+			b.waitStagedUnlocked(t, 3)
 			runOnce(t, e, enqueuer.Result{Enqueued: 2, Failed: 1})
 			if staged := b.stagedRows(t); len(staged) != 1 || staged[0].JobArgs != `{"n": 1}` || !staged[0].Failed {
 				t.Fatalf("want only job 1 set aside, got %+v", staged)

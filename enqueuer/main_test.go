@@ -177,3 +177,26 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// waitStagedUnlocked waits until n staged jobs can be locked, that is until no other session
+// holds any of them, for up to 10 s.
+func (b *testBundle) waitStagedUnlocked(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var free int
+		err := pgx.BeginFunc(t.Context(), b.pool, func(tx pgx.Tx) error {
+			return tx.QueryRow(t.Context(), `SELECT count(*) FROM (SELECT 1 FROM staged_jobs FOR UPDATE SKIP LOCKED) s`).Scan(&free)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if free == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want %d staged jobs free of locks, %d are after 10 s", n, free)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -328,6 +328,7 @@ func (e *Executor) faultPoint(ctx context.Context, point FaultPoint) {
 // nothing (ErrLockLost), and that is where it ends.
 func (e *Executor) keepLease(ctx context.Context, r *run) (stop func()) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	mu := r.mu // read here, before any atomic phase rewrites the run (with the same mutex)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -339,7 +340,7 @@ func (e *Executor) keepLease(ctx context.Context, r *run) (stop func()) {
 				return
 			case <-ticker.C:
 			}
-			if !e.renewLease(ctx, r) {
+			if !e.renewLease(ctx, r, mu) {
 				return
 			}
 		}
@@ -350,10 +351,10 @@ func (e *Executor) keepLease(ctx context.Context, r *run) (stop func()) {
 	}
 }
 
-// renewLease renews the lease on r's key once, and reports whether to go on renewing.
-func (e *Executor) renewLease(ctx context.Context, r *run) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// renewLease renews the lease on r's key once, and reports whether to go on renewing. mu is r's.
+func (e *Executor) renewLease(ctx context.Context, r *run, mu *sync.Mutex) bool {
+	mu.Lock()
+	defer mu.Unlock()
 	if r.key == nil || r.lockGeneration == 0 {
 		return true // no lock yet
 	}

@@ -71,9 +71,11 @@ func (b *bundle) insertKey(t *testing.T, recoveryPoint string, locked bool) (id 
 	key = fmt.Sprintf("client-key-%020d", n)
 	stripeKey = fmt.Sprintf("stripe-key-%020d", n)
 	b.scan(t, `
-		INSERT INTO idempotency_keys (idempotency_key, locked_at, request_method, request_params,
-		                              request_path, origin_ip, recovery_point, stripe_idempotency_key, user_id)
-		VALUES ($1, CASE WHEN $2 THEN now() END, 'POST', '{}', '/rides', '127.0.0.1', $3, $4, $5)
+		INSERT INTO idempotency_keys (idempotency_key, locked_at, locked_until, lock_generation,
+		                              request_method, request_params, request_path, origin_ip,
+		                              recovery_point, stripe_idempotency_key, user_id)
+		VALUES ($1, CASE WHEN $2 THEN now() END, CASE WHEN $2 THEN now() + interval '5 seconds' END, 1,
+		        'POST', '{}', '/rides', '127.0.0.1', $3, $4, $5)
 		RETURNING id`, []any{key, locked, recoveryPoint, stripeKey, b.userID}, &id)
 	return id, key, stripeKey
 }
