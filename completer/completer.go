@@ -53,7 +53,7 @@ type Config struct {
 // a Stripe timeout.
 const ReapMargin = time.Hour
 
-func (c Config) withDefaults(executor *phases.Executor) Config {
+func (c Config) withDefaults() Config {
 	if c.BatchSize == 0 {
 		c.BatchSize = 100
 	}
@@ -89,7 +89,7 @@ type Completer struct {
 // New returns a Completer that finds keys in pool and runs them with executor.
 func New(pool *pgxpool.Pool, executor *phases.Executor, logger *slog.Logger, config Config) *Completer {
 	c := &Completer{
-		config:   config.withDefaults(executor),
+		config:   config.withDefaults(),
 		executor: executor,
 		logger:   logger,
 		pool:     pool,

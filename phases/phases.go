@@ -174,9 +174,6 @@ func New(pool *pgxpool.Pool, stripe *client.API, logger *slog.Logger, config Con
 	}
 }
 
-// Config returns the executor's configuration with defaults filled in.
-func (e *Executor) Config() Config { return e.config }
-
 // CreateRideRequest is one POST /rides, already authenticated and validated.
 type CreateRideRequest struct {
 	User           *models.User
@@ -222,7 +219,6 @@ func (e *Executor) CreateRide(ctx context.Context, req *CreateRideRequest) (*Out
 	ctx, cancel := context.WithTimeout(ctx, e.config.RequestTimeout)
 	defer cancel()
 	r := &run{req: req, mu: &sync.Mutex{}}
-	defer e.keepLease(ctx, r)()
 	if err := e.runPhases(ctx, r); err != nil {
 		e.unlockAfterError(ctx, r, err)
 		return nil, err
@@ -272,9 +268,14 @@ type phaseFunc func(ctx context.Context, tx *phaseTx, r *run) (PhaseAction, erro
 // phases, and between them the request's one foreign state mutation, the charge, which runs
 // with no transaction open.
 func (e *Executor) runPhases(ctx context.Context, r *run) error {
-	for {
+	for first := true; ; first = false {
 		if err := e.atomicPhase(ctx, r); err != nil || r.replayed {
 			return err
+		}
+		if first && r.key.RecoveryPoint != models.RecoveryPointFinished {
+			// The request holds its key's lease from here on, for as long as it runs. A request
+			// that finishes in its first atomic phase (a replay, say) never starts a renewer.
+			defer e.keepLease(ctx, r)()
 		}
 		if r.key.RecoveryPoint == models.RecoveryPointFinished {
 			e.faultPoint(ctx, FaultPointFinished)
@@ -320,9 +321,8 @@ func (e *Executor) faultPoint(ctx context.Context, point FaultPoint) {
 	}
 }
 
-// keepLease renews the lease on r's key every third of Config.LockLease for as long as the
-// request runs, from the first atomic phase's commit on, and returns the function that stops
-// it. A renewal that fails for want of a database is tried again at the next tick; one that
+// keepLease renews the lease on r's key every third of Config.LockLease until the returned
+// function stops it; runPhases starts it once the first atomic phase has committed the lock. A renewal that fails for want of a database is tried again at the next tick; one that
 // finds the key taken over stops renewing. Neither stops the request: if another request took
 // its key over, the request's next atomic phase finds a newer lock generation and commits
 // nothing (ErrLockLost), and that is where it ends.
