@@ -6,9 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,55 +26,143 @@ import (
 	"github.com/rocketrides/rocketrides/internal/smtptest"
 )
 
-// TestProcfile starts the repository's Procfile with a real Procfile manager (foreman, or
-// honcho), books a ride through it and waits for its receipt, then stops the manager and checks
-// that no process is left. It needs the manager installed, so it runs under the procfile build
-// tag: `go test -tags procfile -run TestProcfile ./internal/e2etest` (.ci/run does).
+// procfileProcesses are the Procfile's process types, in its order: foreman gives the i-th
+// PORT+100*i.
+var procfileProcesses = []string{"api", "worker", "enqueuer", "completer", "reaper", "simulator"}
+
+// apiMetricsPortOffset is where the Procfile puts the API's /metrics, above its public PORT.
+const apiMetricsPortOffset = 50
+
+// TestProcfile follows the README's Procfile steps as written, in a copy of the repository, with
+// a real Procfile manager: the build step, .env from .env.example (edited to point at this
+// test's database, Stripe stand-in, mail server and ports, as the README says to edit it), the
+// migration, the Stripe stand-in and the manager. It checks that every process runs from the
+// binaries the build step made (or, for Procfile.dev, built on start), books a ride and waits
+// for its receipt and the simulator's rides, reads each process's /metrics, stops the manager
+// and checks that every process exited 0 within the grace period .foreman sets, that nothing
+// was killed, and that no process, lock or running job is left. The managers must be installed,
+// so it runs under the procfile build tag: `go test -tags procfile -run TestProcfile
+// ./internal/e2etest` (.ci/run installs them and runs it).
 func TestProcfile(t *testing.T) {
-	manager, err := exec.LookPath("foreman")
-	if err != nil {
-		if manager, err = exec.LookPath("honcho"); err != nil {
-			t.Fatal("no Procfile manager on PATH: install one (Debian: apt-get install ruby-foreman)")
-		}
-	}
-	ctx := context.Background()
+	t.Parallel()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	t.Run("Foreman", func(t *testing.T) {
+		t.Parallel()
+		runProcfileSteps(t, root, procfileRun{
+			manager: "foreman", install: "Debian: apt-get install ruby-foreman",
+			binDir: "bin", cleanExit: "exited with code 0",
+			// What a service manager or `kill` does; foreman passes SIGTERM on.
+			stop: func(p *proctest.Process) error { return p.Signal(syscall.SIGTERM) },
+		})
+	})
+	t.Run("NodeForeman", func(t *testing.T) {
+		t.Parallel()
+		runProcfileSteps(t, root, procfileRun{
+			manager: "nf", install: "npm install -g foreman",
+			binDir: "bin", cleanExit: "Exited Successfully",
+			// Ctrl-C in a terminal, the one way node-foreman stops its processes: a SIGTERM to nf
+			// ends nf alone and leaves them running.
+			stop: func(p *proctest.Process) error { return p.SignalGroup(syscall.SIGINT) },
+		})
+	})
+	t.Run("ForemanProcfileDev", func(t *testing.T) {
+		t.Parallel()
+		runProcfileSteps(t, root, procfileRun{
+			manager: "foreman", install: "Debian: apt-get install ruby-foreman",
+			startArgs: []string{"-f", "Procfile.dev"},
+			binDir:    filepath.Join(".data", "bin"), cleanExit: "exited with code 0",
+			stop: func(p *proctest.Process) error { return p.Signal(syscall.SIGTERM) },
+		})
+	})
+}
+
+// procfileRun is one way of running the README's Procfile steps.
+type procfileRun struct {
+	manager   string   // the command that stands where the README says foreman
+	install   string   // how to install it, for the failure message
+	startArgs []string // added to "<manager> start"
+	binDir    string   // where the running processes' binaries must be, in the repository
+	cleanExit string   // what the manager prints after a process's name when it exited with 0
+	stop      func(*proctest.Process) error
+}
+
+func runProcfileSteps(t *testing.T, root string, run procfileRun) {
+	if _, err := exec.LookPath(run.manager); err != nil {
+		t.Fatalf("%s is not on PATH: install it (%s)", run.manager, run.install)
+	}
+	ctx := context.Background()
+	app := copyRepository(t, root)
 	databaseURL := dbtest.NewDB(t)
 	mail := smtptest.NewServer(t, smtptest.Options{})
-	stripe := proctest.Start(t, proctest.Build(t, "fakestripe"), nil, "-addr", "127.0.0.1:0")
-	stripeURL := strings.TrimSpace(proctest.WaitOutput(t, stripe, "http://", 10*time.Second))
-	port := proctest.FreePort(t)
+	port := freePortBlock(t)
+	apiURL := fmt.Sprintf("http://127.0.0.1:%d", port)
+	// A shell's environment: nothing of this test's own, but Go's settings for Procfile.dev's builds.
+	shellEnv := goEnv()
 
-	// The environment is the README's: .env.example, pointed at this test's database, Stripe,
-	// mail server and port.
-	env := envFromExample(t, filepath.Join(root, ".env.example"), map[string]string{
-		"DATABASE_URL":   databaseURL,
-		"STRIPE_API_URL": stripeURL,
-		"SMTP_URL":       mail.URL(),
-		"PORT":           fmt.Sprint(port),
-		"API_URL":        fmt.Sprintf("http://127.0.0.1:%d", port),
-	})
-	envFile := filepath.Join(t.TempDir(), "procfile.env")
-	if err := os.WriteFile(envFile, []byte(strings.Join(env, "\n")+"\n"), 0o600); err != nil {
+	var manager *proctest.Process
+	started := time.Now()
+	for _, line := range readmeProcfileSteps(t, filepath.Join(root, "README.md")) {
+		fields := strings.Fields(line)
+		switch {
+		case fields[0] == "foreman" && len(fields) == 2 && fields[1] == "start":
+			args := append([]string{"start"}, run.startArgs...)
+			manager = proctest.StartIn(t, app, run.manager, shellEnv, args...)
+			// Should the test fail with the processes running, end them all: they share the
+			// manager's process group, which proctest made for it.
+			t.Cleanup(func() {
+				if t.Failed() {
+					_ = syscall.Kill(-manager.Pid(), syscall.SIGKILL)
+				}
+			})
+		case fields[0] == "foreman":
+			runStep(t, app, shellEnv, run.manager+strings.TrimPrefix(line, "foreman"))
+		case line == "bin/fakestripe &":
+			// On a port of its own rather than the fixed one, which tests running at once would share.
+			stripe := proctest.Start(t, filepath.Join(app, "bin", "fakestripe"), nil, "-addr", "127.0.0.1:0")
+			stripeURL := strings.TrimSpace(proctest.WaitOutput(t, stripe, "http://", 10*time.Second))
+			editEnvFile(t, filepath.Join(app, ".env"), map[string]string{"STRIPE_API_URL": stripeURL})
+		case strings.HasSuffix(line, "&"):
+			t.Fatalf("the README's Procfile steps start %q, which this test does not know", line)
+		default:
+			runStep(t, app, shellEnv, line)
+			if line == "cp .env.example .env" {
+				// "then edit DATABASE_URL", and the rest that this test runs on its own.
+				editEnvFile(t, filepath.Join(app, ".env"), map[string]string{
+					"DATABASE_URL": databaseURL,
+					"SMTP_URL":     mail.URL(),
+					"PORT":         strconv.Itoa(port),
+					"API_URL":      apiURL,
+				})
+			}
+		}
+	}
+	if manager == nil {
+		t.Fatal("the README's Procfile steps never run foreman start")
+	}
+	proctest.WaitHTTP(t, manager, apiURL+"/readyz", 3*time.Minute) // Procfile.dev compiles first
+	t.Logf("the API answered %s after the steps", time.Since(started).Round(time.Millisecond))
+
+	// Every process runs from the binaries in binDir: the Procfile's from the build step's, and no
+	// process of Procfile.dev's is still building once all are up.
+	binDir, err := filepath.EvalSymlinks(filepath.Join(app, run.binDir))
+	if err != nil {
 		t.Fatal(err)
 	}
+	procs := waitProcesses(t, manager, binDir, 3*time.Minute)
 
-	out, errOut, code := proctest.Run(t, proctest.Build(t, "admin"), env, "create-user", "-email", "procfile@example.com", "-card", "tok_visa")
+	out, errOut, code := proctest.Run(t, filepath.Join(app, "bin", "admin"), readEnvFile(t, filepath.Join(app, ".env")),
+		"create-user", "-email", "procfile@example.com", "-card", "tok_visa")
 	if code != 0 {
 		t.Fatalf("create-user exited %d: %s", code, errOut)
 	}
 	var rider struct{ Token string }
 	if err := json.Unmarshal([]byte(out), &rider); err != nil {
-		t.Fatal(err)
+		t.Fatalf("create-user printed %q: %v", out, err)
 	}
-
-	fm := proctest.StartIn(t, root, manager, nil, "start", "-f", filepath.Join(root, "Procfile"), "-e", envFile, "-d", root)
-	apiURL := fmt.Sprintf("http://127.0.0.1:%d", port)
-	proctest.WaitHTTP(t, fm, apiURL+"/readyz", 3*time.Minute) // the first start compiles
-
 	c := &client.Client{BaseURL: apiURL, Token: rider.Token}
 	result, err := c.CreateRide(ctx, client.RideParams{OriginLat: 1, OriginLon: 2, TargetLat: 3, TargetLon: 4})
 	if err != nil {
@@ -91,7 +183,7 @@ func TestProcfile(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no receipt recorded for ride %s:\n%s", result.Ride.ID, fm.Output())
+			t.Fatalf("no receipt recorded for ride %s:\n%s", result.Ride.ID, manager.Output())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -103,14 +195,27 @@ func TestProcfile(t *testing.T) {
 		t.Fatal("want the receipt email delivered to the rider")
 	}
 	// The simulator books rides of its own through the same API.
-	proctest.WaitOutput(t, fm, "Simulator: ride booked", time.Minute)
+	proctest.WaitOutput(t, manager, "Simulator: ride booked", time.Minute)
 
-	if err := fm.Signal(syscall.SIGTERM); err != nil {
+	grace := foremanTimeout(t, app)
+	stopping := time.Now()
+	if err := run.stop(manager); err != nil {
 		t.Fatal(err)
 	}
-	fm.Wait(t, 30*time.Second)
-	if strings.Contains(fm.Output(), "SIGKILL") {
-		t.Fatalf("want every process to stop within the manager's grace period:\n%s", fm.Output())
+	manager.Wait(t, 2*grace)
+	took := time.Since(stopping)
+	t.Logf("%s stopped every process in %s", run.manager, took.Round(time.Millisecond))
+	if took > grace {
+		t.Fatalf("want every process stopped within %s, the grace .foreman gives, took %s:\n%s", grace, took, manager.Output())
+	}
+	output := manager.Output()
+	if strings.Contains(output, "SIGKILL") {
+		t.Fatalf("want every process to stop within the manager's grace period:\n%s", output)
+	}
+	for _, name := range procfileProcesses {
+		if !hasLine(output, name+".1", run.cleanExit) {
+			t.Fatalf("want %s to exit with status 0 (%q):\n%s", name, run.cleanExit, output)
+		}
 	}
 	for name, query := range map[string]string{
 		"locked keys":  `SELECT count(*) FROM idempotency_keys WHERE locked_at IS NOT NULL`,
@@ -121,35 +226,262 @@ func TestProcfile(t *testing.T) {
 			t.Fatalf("want no %s after a clean stop, got %d (%v)", name, n, err)
 		}
 	}
-	if leftover, _ := exec.Command("pgrep", "-f", filepath.Join(root, ".data", "bin")).Output(); len(strings.TrimSpace(string(leftover))) > 0 {
-		t.Fatalf("processes left behind after the manager stopped: %s", leftover)
+	for pid, exe := range procs {
+		if now, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && now == exe {
+			t.Fatalf("%s (pid %d) still runs after the manager stopped", exe, pid)
+		}
 	}
 }
 
-// envFromExample reads a KEY=VALUE file such as .env.example and overrides some of its values.
-func envFromExample(t *testing.T, path string, overrides map[string]string) []string {
+// readmeProcfileSteps returns the command lines of the README's Procfile steps: the first sh
+// block under the heading "### With a Procfile manager", without comments.
+func readmeProcfileSteps(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n### With a Procfile manager\n")
+	if !ok {
+		t.Fatal("README.md has no section \"### With a Procfile manager\"")
+	}
+	_, block, ok := strings.Cut(section, "\n```sh\n")
+	if !ok {
+		t.Fatal("the README's Procfile section has no sh block")
+	}
+	block, _, _ = strings.Cut(block, "\n```")
+	var steps []string
+	for _, line := range strings.Split(block, "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		if line = strings.TrimSpace(line); line != "" {
+			steps = append(steps, line)
+		}
+	}
+	return steps
+}
+
+// copyRepository copies the repository at root into a temporary directory, leaving out git's
+// data and what the README's steps make (bin/, .data/, .env), so that the steps run as on a
+// fresh checkout and leave the working tree alone.
+func copyRepository(t *testing.T, root string) string {
+	t.Helper()
+	app := filepath.Join(t.TempDir(), "rocketrides")
+	skip := map[string]bool{".git": true, "bin": true, ".data": true, ".env": true}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		if skip[rel] {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(app, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case info.Mode().IsRegular():
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(target, data, info.Mode().Perm())
+		default:
+			return nil
+		}
+	})
+	if err != nil {
+		t.Fatalf("error copying the repository: %v", err)
+	}
+	return app
+}
+
+// runStep runs one README line with sh in dir, as a user's shell would, and returns its stdout.
+// A step that fails fails the test.
+func runStep(t *testing.T, dir string, env []string, line string) string {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", line)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%q failed: %v\n%s%s", line, err, out, stderr.String())
+	}
+	return string(out)
+}
+
+// goEnv is the Go settings of this test's environment (GOCACHE, GOFLAGS, ...), which a user's
+// shell would have too.
+func goEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "GO") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// editEnvFile sets keys in a KEY=VALUE file such as .env, as a person editing it would.
+func editEnvFile(t *testing.T, path string, values map[string]string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	set := map[string]bool{}
+	for i, line := range lines {
+		key, _, ok := strings.Cut(line, "=")
+		if value, edit := values[key]; ok && edit {
+			lines[i] = key + "=" + value
+			set[key] = true
+		}
+	}
+	for key, value := range values {
+		if !set[key] {
+			lines = append(lines, key+"="+value)
+		}
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readEnvFile reads the KEY=VALUE lines of a file such as .env.
+func readEnvFile(t *testing.T, path string) []string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var env []string
-	seen := map[string]bool{}
 	for _, line := range strings.Split(string(data), "\n") {
-		key, value, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if !ok || strings.HasPrefix(key, "#") {
-			continue
-		}
-		if v, ok := overrides[key]; ok {
-			value = v
-		}
-		seen[key] = true
-		env = append(env, key+"="+value)
-	}
-	for key, value := range overrides {
-		if !seen[key] {
-			env = append(env, key+"="+value)
+		if line = strings.TrimSpace(line); strings.Contains(line, "=") && !strings.HasPrefix(line, "#") {
+			env = append(env, line)
 		}
 	}
 	return env
+}
+
+// freePortBlock returns a base PORT for the Procfile such that every port its processes listen
+// on (the API's, its metrics', and each background process's) was free a moment ago.
+func freePortBlock(t *testing.T) int {
+	t.Helper()
+	offsets := []int{0, apiMetricsPortOffset}
+	for i := 1; i < len(procfileProcesses); i++ {
+		offsets = append(offsets, 100*i)
+	}
+	for range 100 {
+		base := 10000 + rand.IntN(50000)
+		free := true
+		for _, offset := range offsets {
+			l, err := net.Listen("tcp", fmt.Sprintf(":%d", base+offset))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("found no block of free ports for the Procfile")
+	return 0
+}
+
+// waitProcesses waits until the manager's processes are exactly the Procfile's, each running its
+// binary from binDir, and returns their pids and binaries.
+func waitProcesses(t *testing.T, manager *proctest.Process, binDir string, timeout time.Duration) map[int]string {
+	t.Helper()
+	want := map[string]bool{}
+	for _, name := range procfileProcesses {
+		want[filepath.Join(binDir, name)] = true
+	}
+	var procs map[int]string
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		procs = descendants(manager.Pid())
+		got := map[string]bool{}
+		for _, exe := range procs {
+			got[exe] = true
+		}
+		if len(procs) == len(want) && len(got) == len(want) && allIn(got, want) {
+			return procs
+		}
+	}
+	t.Fatalf("want the manager's processes to be %v, got %v", want, procs)
+	return nil
+}
+
+func allIn(got, want map[string]bool) bool {
+	for exe := range got {
+		if !want[exe] {
+			return false
+		}
+	}
+	return true
+}
+
+// descendants returns the processes below pid, with the binary each runs, from /proc.
+func descendants(pid int) map[int]string {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		if parent, err := strconv.Atoi(fields[1]); err == nil {
+			children[parent] = append(children[parent], child)
+		}
+	}
+	procs := map[int]string{}
+	queue := children[pid]
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = append(queue[1:], children[p]...)
+		procs[p], _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", p))
+	}
+	return procs
+}
+
+// foremanTimeout is the grace between SIGTERM and SIGKILL that .foreman gives.
+func foremanTimeout(t *testing.T, app string) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(app, ".foreman"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if value, ok := strings.CutPrefix(line, "timeout:"); ok {
+			seconds, err := strconv.Atoi(strings.TrimSpace(value))
+			if err != nil {
+				t.Fatalf(".foreman's timeout %q: %v", value, err)
+			}
+			return time.Duration(seconds) * time.Second
+		}
+	}
+	t.Fatal(".foreman sets no timeout")
+	return 0
 }

@@ -102,6 +102,9 @@ func StartIn(t testing.TB, dir, path string, env []string, args ...string) *Proc
 // Output is everything the process wrote to stdout and stderr so far.
 func (p *Process) Output() string { return p.out.String() }
 
+// Pid is the process's id; with Start's process group of its own, also its group's id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Signal sends sig to the process.
 func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
