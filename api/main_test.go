@@ -41,7 +41,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	executor := phases.New(b.Pool, sc, logger, phases.Config{SimulateErrors: opts.simulateErrors})
-	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger).Handler())
+	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, nil).Handler())
 	t.Cleanup(server.Close)
 	return &testBundle{Bundle: b, server: server}
 }

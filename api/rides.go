@@ -17,31 +17,52 @@ import (
 )
 
 // createRide is POST /rides: book a ride and charge for it, exactly once per Idempotency-Key.
+// Every answer is counted in rocketrides_ride_requests_total by its outcome.
 func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
+	outcome, apiErr := s.bookRide(w, r)
+	if apiErr != nil {
+		s.metrics.RideRequests.WithLabelValues(rideOutcome(apiErr.problem.Status, apiErr.problem.Code, false)).Inc()
+		writeProblem(w, apiErr)
+		return
+	}
+
+	contentType := "application/json"
+	var code problem.Code
+	if outcome.StatusCode >= 400 {
+		contentType = problem.ContentType
+		code = storedProblemCode(outcome.Body)
+	}
+	s.metrics.RideRequests.WithLabelValues(rideOutcome(outcome.StatusCode, code, outcome.Replayed)).Inc()
+	if outcome.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeBody(w, outcome.StatusCode, contentType, outcome.Body)
+}
+
+// bookRide decodes and validates a ride request and runs it through the phases. It returns the
+// request's stored outcome, which may itself be an error that finished the request (a declined
+// card), or the error to answer with when the request did not finish.
+func (s *Server) bookRide(w http.ResponseWriter, r *http.Request) (*phases.Outcome, *apiError) {
 	user := userFrom(r.Context())
 
 	key := r.Header.Get("Idempotency-Key")
 	if apiErr := validateIdempotencyKey(key); apiErr != nil {
-		writeProblem(w, apiErr)
-		return
+		return nil, apiErr
 	}
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeProblem(w, newError(http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge, "Request too large",
-				"The request body must be at most 64 KiB."))
-			return
+			return nil, newError(http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge, "Request too large",
+				"The request body must be at most 64 KiB.")
 		}
-		writeProblem(w, errInvalidParameter("", "The request body could not be read."))
-		return
+		return nil, errInvalidParameter("", "The request body could not be read.")
 	}
 
 	params, raiseError, apiErr := parseRideParams(r.Header.Get("Content-Type"), body)
 	if apiErr != nil {
-		writeProblem(w, apiErr)
-		return
+		return nil, apiErr
 	}
 
 	// The work is detached from the client's connection: a client that hangs up mid-request
@@ -59,8 +80,7 @@ func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
 		RaiseError:     raiseError,
 	})
 	if err != nil && s.workCtx.Err() != nil {
-		writeProblem(w, errShuttingDown())
-		return
+		return nil, errShuttingDown()
 	}
 	if err != nil {
 		apiErr := errFromPhases(err)
@@ -68,18 +88,9 @@ func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
 			s.logger.ErrorContext(ctx, "API: ride request failed",
 				slog.Int64("user_id", user.ID), slog.String("error", err.Error()))
 		}
-		writeProblem(w, apiErr)
-		return
+		return nil, apiErr
 	}
-
-	if outcome.Replayed {
-		w.Header().Set("Idempotent-Replayed", "true")
-	}
-	contentType := "application/json"
-	if outcome.StatusCode >= 400 {
-		contentType = problem.ContentType
-	}
-	writeBody(w, outcome.StatusCode, contentType, outcome.Body)
+	return outcome, nil
 }
 
 // getRide is GET /rides/{id}: one of the caller's own rides. Anyone else's is a 404, so that

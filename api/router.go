@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/phases"
 )
 
@@ -18,6 +19,7 @@ import (
 type Server struct {
 	executor *phases.Executor
 	logger   *slog.Logger
+	metrics  *metrics.API
 	pool     *pgxpool.Pool
 
 	// workCtx ends when AbortInFlight is called; every ride request's work hangs off it.
@@ -25,10 +27,14 @@ type Server struct {
 	abortAction context.CancelFunc
 }
 
-// NewServer returns a Server over executor, reading users and rides from pool.
-func NewServer(pool *pgxpool.Pool, executor *phases.Executor, logger *slog.Logger) *Server {
+// NewServer returns a Server over executor, reading users and rides from pool and counting
+// requests in m (nil: in series that no registry holds).
+func NewServer(pool *pgxpool.Pool, executor *phases.Executor, logger *slog.Logger, m *metrics.API) *Server {
+	if m == nil {
+		m = metrics.NewAPI(nil)
+	}
 	workCtx, abort := context.WithCancel(context.Background())
-	return &Server{executor: executor, logger: logger, pool: pool, workCtx: workCtx, abortAction: abort}
+	return &Server{executor: executor, logger: logger, metrics: m, pool: pool, workCtx: workCtx, abortAction: abort}
 }
 
 // AbortInFlight cancels the work of every ride request in progress, for a shutdown that cannot
@@ -39,7 +45,7 @@ func (s *Server) AbortInFlight() { s.abortAction() }
 // Handler is the whole API, every route in one place.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverPanics, s.logRequests)
+	r.Use(s.measureRequests, s.recoverPanics, s.logRequests)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, errNotFound("No such route."))
 	})

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,17 +83,24 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
 		newKey     bool
 		written    *models.IdempotencyKey
 		committing bool // the phases are done, and only the batch and the commit can fail
+
+		// from is the recovery point the phases started from, as the metrics name the atomic
+		// phase; empty if none ran (a replay, a key in use or reused).
+		from  models.RecoveryPoint
+		began = time.Now()
 	)
-	err := e.inSerializableTx(ctx, func(ctx context.Context, tx *phaseTx) error {
+	attempts, err := e.inSerializableTx(ctx, func(ctx context.Context, tx *phaseTx) error {
 		*r = start // a retried transaction starts again from what the last commit left
 		newKey, written, committing = false, &models.IdempotencyKey{}, false
 
+		from = ""
 		if r.key == nil {
 			var err error
 			if newKey, err = e.upsertIdempotencyKey(ctx, tx, r); err != nil || r.replayed {
 				return err
 			}
 		}
+		from = r.key.RecoveryPoint
 
 		progress := models.IdempotencyKeyProgress{RecoveryPoint: r.key.RecoveryPoint}
 		for progress.RecoveryPoint != models.RecoveryPointFinished {
@@ -128,6 +136,14 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
 		committing = true
 		return nil
 	})
+	if from != "" {
+		e.config.Metrics.PhaseDuration.WithLabelValues(string(from)).Observe(time.Since(began).Seconds())
+	}
+	if attempts > 1 {
+		// A conflict while finding the key counts against the first phase.
+		phase := cmp.Or(from, models.RecoveryPointStarted)
+		e.config.Metrics.SerializationRetries.WithLabelValues(string(phase)).Add(float64(attempts - 1))
+	}
 	lockLost := err != nil && committing && !newKey && written.ID == 0 && errors.Is(err, models.ErrNotFound)
 	if err != nil {
 		// Nothing of this phase committed, the lock it may have taken included: the run is as
@@ -157,8 +173,9 @@ const (
 // for as long as Config.ConflictRetryBudget allows. Those two errors mean only that a
 // concurrent transaction got in the way; the same work usually succeeds at once when retried.
 // The budget is time, not a number of tries, because what the rider feels is time: a try costs
-// a millisecond when the database is idle and far more when it is loaded.
-func (e *Executor) inSerializableTx(ctx context.Context, fn func(ctx context.Context, tx *phaseTx) error) error {
+// a millisecond when the database is idle and far more when it is loaded. It returns how many
+// transactions it ran.
+func (e *Executor) inSerializableTx(ctx context.Context, fn func(ctx context.Context, tx *phaseTx) error) (int, error) {
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		tx := &phaseTx{pool: e.pool}
@@ -170,17 +187,17 @@ func (e *Executor) inSerializableTx(ctx context.Context, fn func(ctx context.Con
 			tx.rollback(context.WithoutCancel(ctx))
 		}
 		if err == nil || !isRetryable(err) {
-			return err
+			return attempt, err
 		}
 		if time.Since(start) >= e.config.ConflictRetryBudget {
-			return fmt.Errorf("%w after %d attempts in %s: %w", ErrConflict, attempt,
+			return attempt, fmt.Errorf("%w after %d attempts in %s: %w", ErrConflict, attempt,
 				time.Since(start).Round(time.Millisecond), err)
 		}
 
 		ceiling := min(retryBackoffBase<<attempt, retryBackoffMax)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return attempt, ctx.Err()
 		case <-time.After(rand.N(ceiling)):
 		}
 	}

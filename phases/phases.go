@@ -34,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stripe/stripe-go/v76/client"
 
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -68,6 +69,10 @@ type Config struct {
 	// Faults, if set, is told each time a request passes a FaultPoint, so that failure tests can
 	// crash or stall the process exactly there. Production leaves it nil.
 	Faults FaultInjector
+
+	// Metrics records how long atomic phases take and how often they are retried. Default: a
+	// set that no registry holds.
+	Metrics *metrics.Phases
 }
 
 // FaultPoint names a moment in a request at which failure tests crash or stall the process.
@@ -107,6 +112,9 @@ func (c Config) withDefaults() Config {
 	c.StripeKeyMaxAge = cmp.Or(c.StripeKeyMaxAge, StripeKeyMaxAgeDefault)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, RequestTimeoutDefault)
 	c.ConflictRetryBudget = cmp.Or(c.ConflictRetryBudget, ConflictRetryBudgetDefault)
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewPhases(nil)
+	}
 	return c
 }
 

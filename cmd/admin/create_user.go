@@ -38,7 +38,7 @@ func createUser(ctx context.Context, args []string) error {
 	}
 	var sc *client.API
 	if *card != "" {
-		if sc, err = bootstrap.NewStripe(cfg); err != nil {
+		if sc, err = bootstrap.NewStripe(cfg, nil); err != nil {
 			return err
 		}
 	}

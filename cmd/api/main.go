@@ -11,6 +11,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 )
 
 func main() {
@@ -28,8 +29,12 @@ func run(ctx context.Context) error {
 	}
 	defer pool.Close()
 
-	executor, err := bootstrap.NewExecutor(cfg, pool, logger)
+	reg := bootstrap.NewRegistry(pool)
+	executor, err := bootstrap.NewExecutor(cfg, pool, logger, reg)
 	if err != nil {
+		return err
+	}
+	if err := bootstrap.ServeMetrics(ctx, cfg, logger, reg); err != nil {
 		return err
 	}
 
@@ -40,6 +45,6 @@ func run(ctx context.Context) error {
 	logger.InfoContext(ctx, "API: listening", slog.String("addr", listener.Addr().String()),
 		slog.Bool("simulate_errors", cfg.SimulateErrors))
 
-	server := api.NewServer(pool, executor, logger)
+	server := api.NewServer(pool, executor, logger, metrics.NewAPI(reg))
 	return bootstrap.ServeHTTP(ctx, listener, server.Handler(), logger, server.AbortInFlight)
 }

@@ -39,7 +39,8 @@ func run(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 
-	executor, err := bootstrap.NewExecutor(cfg, pool, logger)
+	reg := bootstrap.NewRegistry(pool)
+	executor, err := bootstrap.NewExecutor(cfg, pool, logger, reg)
 	if err != nil {
 		return err
 	}
@@ -50,5 +51,10 @@ func run(ctx context.Context, args []string) error {
 		Interval: cfg.CompleterInterval,
 	})
 
+	if !once {
+		if err := bootstrap.ServeMetrics(ctx, cfg, logger, reg); err != nil {
+			return err
+		}
+	}
 	return bootstrap.RunService(ctx, "Completer", once, c, os.Stdout, logger)
 }

@@ -52,5 +52,10 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 
+	if !once {
+		if err := bootstrap.ServeMetrics(ctx, cfg, logger, bootstrap.NewRegistry(pool)); err != nil {
+			return err
+		}
+	}
 	return bootstrap.RunService(ctx, "Enqueuer", once, enq, os.Stdout, logger)
 }

@@ -38,5 +38,10 @@ func run(ctx context.Context, args []string) error {
 		Interval:  cfg.ReaperInterval,
 	})
 
+	if !once {
+		if err := bootstrap.ServeMetrics(ctx, cfg, logger, bootstrap.NewRegistry(pool)); err != nil {
+			return err
+		}
+	}
 	return bootstrap.RunService(ctx, "Reaper", once, r, os.Stdout, logger)
 }

@@ -76,7 +76,7 @@ func run(ctx context.Context) error {
 
 // createRider makes the simulator a rider of its own, with a card that works.
 func createRider(ctx context.Context, cfg *bootstrap.Config, logger *slog.Logger) (string, error) {
-	sc, err := bootstrap.NewStripe(cfg)
+	sc, err := bootstrap.NewStripe(cfg, nil)
 	if err != nil {
 		return "", err
 	}

@@ -89,6 +89,9 @@ func run(ctx context.Context) (err error) {
 		return runOnce(ctx, client, logger, os.Stdout)
 	}
 
+	if err := bootstrap.ServeMetrics(ctx, cfg, logger, bootstrap.NewRegistry(pool)); err != nil {
+		return err
+	}
 	// Start gets a context that signals do not cancel: cancelling it would be River's hard stop,
 	// and stop below stops gently first.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {

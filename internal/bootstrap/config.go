@@ -6,6 +6,7 @@ package bootstrap
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,11 @@ type Config struct {
 
 	// Port (PORT, default 5004) is the API's listening port.
 	Port int
+
+	// MetricsAddr (METRICS_ADDR, default unset) is the host:port where a process serves its
+	// Prometheus metrics at GET /metrics; unset, it serves none. The API's must differ from its
+	// public port: the figures are for the operator, not for riders.
+	MetricsAddr string
 
 	// StripeAPIKey (STRIPE_API_KEY, required to charge) is the secret key charges are made with.
 	StripeAPIKey string
@@ -100,6 +106,7 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		// coming near the lock timeout.
 		StripeTimeout: 20 * time.Second,
 		LockLease:     phases.LockLeaseDefault,
+		MetricsAddr:   getenv("METRICS_ADDR"),
 		SMTPURL:       getenv("SMTP_URL"),
 		Faults:        getenv("FAULTS"),
 		MailFrom:      "Rocket Rides <receipts@rocketrides.example>",
@@ -134,6 +141,11 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 			errs = append(errs, fmt.Sprintf("PORT must be a port number, not %q", v))
 		}
 		cfg.Port = port
+	}
+	if cfg.MetricsAddr != "" {
+		if _, port, err := net.SplitHostPort(cfg.MetricsAddr); err != nil || port == "" {
+			errs = append(errs, fmt.Sprintf("METRICS_ADDR must be host:port, such as 127.0.0.1:9100 or :9100, not %q", cfg.MetricsAddr))
+		}
 	}
 	parseDuration := func(name string, dst *time.Duration) {
 		if v := getenv(name); v != "" {

@@ -32,13 +32,15 @@ func TestLoadConfig(t *testing.T) {
 			"DATABASE_URL": "postgres://db", "PORT": "8080", "STRIPE_API_KEY": "sk_test_1",
 			"STRIPE_API_URL": "http://127.0.0.1:12111", "SIMULATE_ERRORS": "true", "LOG_FORMAT": "json",
 			"LOG_LEVEL": "debug", "STRIPE_TIMEOUT": "5s", "IDEMPOTENCY_KEY_LEASE": "8s",
+			"METRICS_ADDR": ":9100",
 		}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if cfg.DatabaseURL != "postgres://db" || cfg.Port != 8080 || cfg.StripeAPIKey != "sk_test_1" ||
 			cfg.StripeAPIURL != "http://127.0.0.1:12111" || !cfg.SimulateErrors || cfg.LogFormat != "json" ||
-			cfg.LogLevel != slog.LevelDebug || cfg.StripeTimeout != 5*time.Second || cfg.LockLease != 8*time.Second {
+			cfg.LogLevel != slog.LevelDebug || cfg.StripeTimeout != 5*time.Second || cfg.LockLease != 8*time.Second ||
+			cfg.MetricsAddr != ":9100" {
 			t.Fatalf("unexpected config %+v", cfg)
 		}
 	})
@@ -50,6 +52,7 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		{"BadPort", map[string]string{"PORT": "http"}, "PORT"},
 		{"PortOutOfRange", map[string]string{"PORT": "70000"}, "PORT"},
+		{"MetricsAddrWithoutPort", map[string]string{"METRICS_ADDR": "localhost"}, "METRICS_ADDR"},
 		{"BadBool", map[string]string{"SIMULATE_ERRORS": "sometimes"}, "SIMULATE_ERRORS"},
 		{"BadFormat", map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
 		{"BadLevel", map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},

@@ -5,33 +5,42 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stripe/stripe-go/v76/client"
 
 	"github.com/rocketrides/rocketrides/internal/faults"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/phases"
 )
 
-// NewStripe returns the Stripe client the configuration describes.
-func NewStripe(cfg *Config) (*client.API, error) {
+// NewStripe returns the Stripe client the configuration describes, whose calls are counted in
+// reg's rocketrides_stripe_* series (reg nil: not counted).
+func NewStripe(cfg *Config, reg prometheus.Registerer) (*client.API, error) {
 	if cfg.StripeAPIKey == "" {
 		return nil, errors.New("STRIPE_API_KEY is not set")
 	}
 	return stripeclient.New(stripeclient.Config{
-		APIKey:  cfg.StripeAPIKey,
-		URL:     cfg.StripeAPIURL,
-		Timeout: cfg.StripeTimeout,
+		APIKey:    cfg.StripeAPIKey,
+		URL:       cfg.StripeAPIURL,
+		Timeout:   cfg.StripeTimeout,
+		Transport: metrics.NewStripe(reg).Transport(nil),
 	}), nil
 }
 
 // NewExecutor returns the phase executor the configuration describes, for the processes that
-// drive ride requests (the API and the completer).
-func NewExecutor(cfg *Config, pool *pgxpool.Pool, logger *slog.Logger) (*phases.Executor, error) {
-	sc, err := NewStripe(cfg)
+// drive ride requests (the API and the completer), with its series and its Stripe client's in
+// reg.
+func NewExecutor(cfg *Config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer) (*phases.Executor, error) {
+	sc, err := NewStripe(cfg, reg)
 	if err != nil {
 		return nil, err
 	}
-	config := phases.Config{LockLease: cfg.LockLease, SimulateErrors: cfg.SimulateErrors}
+	config := phases.Config{
+		LockLease:      cfg.LockLease,
+		SimulateErrors: cfg.SimulateErrors,
+		Metrics:        metrics.NewPhases(reg),
+	}
 	injector, err := faults.Parse(cfg.Faults, logger)
 	if err != nil {
 		return nil, err

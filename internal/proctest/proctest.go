@@ -6,11 +6,14 @@ package proctest
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -229,4 +232,47 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// metricsURLPattern finds the address a process logged with "Metrics: serving".
+var metricsURLPattern = regexp.MustCompile(`http://[^\s"]+/metrics`)
+
+// MetricsURL waits for p to say where it serves its metrics (started with METRICS_ADDR, often
+// 127.0.0.1:0) and returns that URL.
+func MetricsURL(t testing.TB, p *Process) string {
+	t.Helper()
+	line := WaitOutput(t, p, "Metrics: serving", 15*time.Second)
+	url := metricsURLPattern.FindString(line)
+	if url == "" {
+		t.Fatalf("%s logged no metrics URL: %s", p.Name, line)
+	}
+	return url
+}
+
+// Scrape fetches url, a /metrics endpoint, and returns the exposition text.
+func Scrape(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("error scraping %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scraping %s: want 200, got %d: %s", url, resp.StatusCode, body)
+	}
+	return string(body)
+}
+
+// MetricValue returns the value of one series in exposition text, and whether it is there. The
+// series is named as Prometheus prints it: labels sorted by name, a histogram's le last, as in
+// `rocketrides_http_requests_total{code="201",route="/rides"}`.
+func MetricValue(text, series string) (float64, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		if value, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
 }

@@ -1,0 +1,78 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/rocketrides/rocketrides/internal/metrics"
+	"github.com/rocketrides/rocketrides/internal/problem"
+)
+
+// routeUnmatched is the route label of requests that matched no route, so that scanners
+// probing random paths add one series, not one per path.
+const routeUnmatched = "unmatched"
+
+// measureRequests counts every answered request in rocketrides_http_requests_total and times it
+// in rocketrides_http_request_duration_seconds, by chi's route pattern (/rides/{id}, not the id).
+func (s *Server) measureRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+
+		route := routeUnmatched
+		if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePattern() != "" {
+			route = rctx.RoutePattern()
+		}
+		s.metrics.HTTPRequests.WithLabelValues(route, strconv.Itoa(ww.Status())).Inc()
+		s.metrics.HTTPRequestDuration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+// rideOutcome names how a ride request ended, for rocketrides_ride_requests_total: from the
+// status and problem code it was answered with, and whether the answer was a replay.
+func rideOutcome(status int, code problem.Code, replayed bool) string {
+	switch {
+	case replayed:
+		return metrics.RideReplayed
+	case status < 300:
+		return metrics.RideCreated
+	}
+	switch code {
+	case problem.CodeCardDeclined, problem.CodePaymentRejected:
+		return metrics.RideDeclined
+	case problem.CodeIdempotencyKeyInUse:
+		return metrics.RideKeyInUse
+	case problem.CodeIdempotencyKeyReused:
+		return metrics.RideKeyReused
+	case problem.CodeRequestConflict:
+		return metrics.RideConflict
+	case problem.CodePaymentProcessorUnavailable:
+		return metrics.RidePaymentUnavailable
+	case problem.CodePaymentNeedsReview:
+		return metrics.RideNeedsReview
+	}
+	switch {
+	case status == http.StatusTooManyRequests:
+		return metrics.RideRateLimited
+	case status < 500:
+		return metrics.RideInvalid
+	default:
+		return metrics.RideError
+	}
+}
+
+// storedProblemCode is the code of a problem document that finished a request, as stored on its
+// key; empty if body is not one.
+func storedProblemCode(body []byte) problem.Code {
+	var p struct {
+		Code problem.Code `json:"code"`
+	}
+	_ = json.Unmarshal(body, &p) // not a problem: no code, and the outcome says "error"
+	return p.Code
+}

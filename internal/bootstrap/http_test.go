@@ -1,0 +1,78 @@
+package bootstrap
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/netutil"
+)
+
+func TestServeHTTPLimits(t *testing.T) {
+	t.Parallel()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const maxConns = 2
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	go serveHTTP(ctx, netutil.LimitListener(listener, maxConns), ok, slog.New(slog.DiscardHandler), nil)
+	addr := listener.Addr().String()
+
+	// request sends one request on a new connection and returns the status line, or "" if no
+	// answer came within wait.
+	request := func(header string, wait time.Duration) (net.Conn, string) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\n%s\r\n", header)
+		_ = conn.SetReadDeadline(time.Now().Add(wait))
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		return conn, strings.TrimSpace(line)
+	}
+
+	t.Run("HeadersOverTheLimitAre431", func(t *testing.T) {
+		conn, status := request("X-Big: "+strings.Repeat("a", 100<<10)+"\r\n", 5*time.Second)
+		defer conn.Close()
+		if !strings.Contains(status, "431") {
+			t.Fatalf("want 431 for a 100 KB header, got %q", status)
+		}
+		conn, status = request("X-Fine: "+strings.Repeat("a", 8<<10)+"\r\n", 5*time.Second)
+		defer conn.Close()
+		if !strings.Contains(status, "204") {
+			t.Fatalf("want an 8 KB header served, got %q", status)
+		}
+	})
+
+	t.Run("ConnectionsAreCapped", func(t *testing.T) {
+		var held []net.Conn
+		for range maxConns {
+			conn, status := request("", 5*time.Second)
+			if !strings.Contains(status, "204") {
+				t.Fatalf("want 204 within the cap, got %q", status)
+			}
+			held = append(held, conn) // kept alive, so it keeps its slot
+		}
+		waiting, status := request("", 300*time.Millisecond)
+		defer waiting.Close()
+		if status != "" {
+			t.Fatalf("want a connection past the cap left waiting, got %q", status)
+		}
+		held[0].Close()
+		_ = waiting.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, _ := bufio.NewReader(waiting).ReadString('\n')
+		if !strings.Contains(line, "204") {
+			t.Fatalf("want the waiting connection served once a slot frees, got %q", line)
+		}
+		held[1].Close()
+	})
+}

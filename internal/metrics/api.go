@@ -1,0 +1,63 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Ride request outcomes, the values of rocketrides_ride_requests_total's outcome label: how each
+// POST /rides ended, as the rider saw it.
+const (
+	RideCreated            = "created"             // 201: booked and charged, now
+	RideReplayed           = "replayed"            // an earlier call's stored answer, sent again
+	RideDeclined           = "declined"            // 402: the card, or Stripe, refused the charge
+	RideKeyInUse           = "key_in_use"          // 409: another request holds the key
+	RideKeyReused          = "key_reused"          // 422: the key came with other parameters
+	RideConflict           = "conflict"            // 409: serialization retries ran out
+	RidePaymentUnavailable = "payment_unavailable" // 503: Stripe could not be reached; retry
+	RideNeedsReview        = "needs_review"        // 500, stored: a person must look at the charge
+	RideRateLimited        = "rate_limited"        // 429: too many requests from the rider
+	RideInvalid            = "invalid"             // 4xx: the request itself was wrong; nothing stored
+	RideError              = "error"               // any other failure of ours (5xx)
+)
+
+// rideOutcomes lists every outcome, so that each series exists at 0 from the start: a rate()
+// over a series that appears with its first event misses that event.
+var rideOutcomes = []string{
+	RideCreated, RideReplayed, RideDeclined, RideKeyInUse, RideKeyReused, RideConflict,
+	RidePaymentUnavailable, RideNeedsReview, RideRateLimited, RideInvalid, RideError,
+}
+
+// API is the API process's own series.
+type API struct {
+	// HTTPRequests counts answered requests by route pattern (e.g. /rides/{id}, so that ids do
+	// not explode the series) and status code.
+	HTTPRequests *prometheus.CounterVec
+
+	// HTTPRequestDuration is how long answers took, by route pattern.
+	HTTPRequestDuration *prometheus.HistogramVec
+
+	// RideRequests counts POST /rides by outcome (RideCreated, ...).
+	RideRequests *prometheus.CounterVec
+}
+
+// NewAPI returns the API's series, registered with reg (nil: unregistered).
+func NewAPI(reg prometheus.Registerer) *API {
+	m := &API{
+		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "http_requests_total",
+			Help: "HTTP requests answered, by route pattern and status code.",
+		}, []string{"route", "code"}),
+		HTTPRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "http_request_duration_seconds",
+			Help:    "Time to answer an HTTP request, by route pattern.",
+			Buckets: latencyBuckets,
+		}, []string{"route"}),
+		RideRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "ride_requests_total",
+			Help: "Ride requests (POST /rides), by outcome.",
+		}, []string{"outcome"}),
+	}
+	for _, outcome := range rideOutcomes {
+		m.RideRequests.WithLabelValues(outcome)
+	}
+	register(reg, m.HTTPRequests, m.HTTPRequestDuration, m.RideRequests)
+	return m
+}

@@ -1,0 +1,115 @@
+package metrics_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/rocketrides/rocketrides/internal/metrics"
+)
+
+func TestServe(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	api := metrics.NewAPI(reg)
+	api.RideRequests.WithLabelValues(metrics.RideCreated).Inc()
+
+	listener, err := metrics.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- metrics.Serve(ctx, listener, reg, slog.New(slog.DiscardHandler)) }()
+	base := "http://" + listener.Addr().String()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	t.Run("Metrics", func(t *testing.T) {
+		status, body := get("/metrics")
+		for _, want := range []string{`rocketrides_ride_requests_total{outcome="created"} 1`, `rocketrides_ride_requests_total{outcome="declined"} 0`, "go_goroutines ", "process_cpu_seconds_total "} {
+			if status != http.StatusOK || !strings.Contains(body, want) {
+				t.Fatalf("want 200 with %q, got %d:\n%s", want, status, body)
+			}
+		}
+	})
+	t.Run("OtherPathsAreNotFound", func(t *testing.T) {
+		if status, _ := get("/debug/pprof/"); status != http.StatusNotFound {
+			t.Fatalf("want 404, got %d", status)
+		}
+	})
+	t.Run("StopsWithItsContext", func(t *testing.T) {
+		cancel()
+		if err := <-served; err != nil {
+			t.Fatalf("want a clean stop, got %v", err)
+		}
+	})
+}
+
+func TestListenRefusesATakenAddress(t *testing.T) {
+	t.Parallel()
+	first, err := metrics.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if _, err := metrics.Listen(first.Addr().String()); err == nil || !strings.Contains(err.Error(), "METRICS_ADDR") {
+		t.Fatalf("want an error naming METRICS_ADDR, got %v", err)
+	}
+}
+
+func TestStripeTransport(t *testing.T) {
+	t.Parallel()
+	status := http.StatusOK
+	stripe := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(status)
+	}))
+	defer stripe.Close()
+
+	m := metrics.NewStripe(nil)
+	client := &http.Client{Transport: m.Transport(nil)}
+	for _, tt := range []struct {
+		status int
+		result string
+	}{
+		{http.StatusOK, metrics.StripeSucceeded},
+		{http.StatusPaymentRequired, metrics.StripeDeclined},
+		{http.StatusTooManyRequests, metrics.StripeRateLimited},
+		{http.StatusBadRequest, metrics.StripeRejected},
+		{http.StatusBadGateway, metrics.StripeServerError},
+	} {
+		status = tt.status
+		resp, err := client.Post(stripe.URL+"/v1/charges", "application/x-www-form-urlencoded", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := testutil.ToFloat64(m.Requests.WithLabelValues(tt.result)); got != 1 {
+			t.Errorf("after a %d: %s = %v, want 1", tt.status, tt.result, got)
+		}
+	}
+
+	stripe.Close()
+	if _, err := client.Get(stripe.URL); err == nil {
+		t.Fatal("want an error from a closed server")
+	}
+	if got := testutil.ToFloat64(m.Requests.WithLabelValues(metrics.StripeUnreachable)); got != 1 {
+		t.Errorf("unreachable = %v, want 1", got)
+	}
+	if got := testutil.CollectAndCount(m.RequestDuration); got != 1 {
+		t.Errorf("want one duration histogram, got %d", got)
+	}
+}
