@@ -24,11 +24,15 @@ func (e *UsageError) Unwrap() error { return e.Err }
 // non-zero with the error, if any: 2 for a UsageError, 1 for anything else. Every cmd's main is
 // a call to it. A run that ends because the signal cancelled what it was doing (waiting for the
 // database, say) is a clean stop.
+//
+// The signals stay caught until the process exits, so their NotifyContext is never stopped:
+// under Ctrl-C, a Procfile manager that passes the signal on (foreman, node-foreman) signals
+// each process a second time, possibly after the terminal's signal has stopped it, and that
+// second signal must not kill it on its way out.
 func Main(name string, run func(ctx context.Context) error) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx)
 	stopped := ctx.Err() != nil
-	stop()
 	if err != nil && stopped && errors.Is(err, context.Canceled) {
 		fmt.Fprintf(os.Stderr, "%s: stopped\n", name)
 		return
