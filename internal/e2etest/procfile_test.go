@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,21 +39,30 @@ const apiMetricsPortOffset = 50
 // test's database, Stripe stand-in, mail server and ports, as the README says to edit it), the
 // migration, the Stripe stand-in and the manager. It checks that every process runs from the
 // binaries the build step made (or, for Procfile.dev, built on start), books a ride and waits
-// for its receipt and the simulator's rides, reads each process's /metrics, stops the manager
-// and checks that every process exited 0 within the grace period .foreman sets, that nothing
-// was killed, and that no process, lock or running job is left. The managers must be installed,
-// so it runs under the procfile build tag: `go test -tags procfile -run TestProcfile
-// ./internal/e2etest` (.ci/run installs them and runs it).
+// for its receipt and the simulator's rides, reads every process's /metrics on the port the
+// Procfile gives it while all run, stops the manager and checks that every process exited 0
+// within the grace period .foreman sets, that nothing was killed, and that no process, lock or
+// running job is left. The managers must be installed, so it runs under the procfile build tag:
+// `go test -tags procfile -run TestProcfile ./internal/e2etest` (.ci/run installs them and runs it).
 func TestProcfile(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The build step is the same for every manager: it runs once, in a copy of the repository
+	// that each run below copies again, binaries and all.
+	steps := readmeProcfileSteps(t, filepath.Join(root, "README.md"))
+	if !strings.HasPrefix(steps[0], "go build ") {
+		t.Fatalf("want the README's Procfile steps to start with the build step, got %q", steps[0])
+	}
+	built := copyRepository(t, root, false)
+	runStep(t, built, goEnv(), steps[0])
+	steps = steps[1:]
 
 	t.Run("Foreman", func(t *testing.T) {
 		t.Parallel()
-		runProcfileSteps(t, root, procfileRun{
+		runProcfileSteps(t, built, steps, procfileRun{
 			manager: "foreman", install: "Debian: apt-get install ruby-foreman",
 			binDir: "bin", cleanExit: "exited with code 0",
 			// What a service manager or `kill` does; foreman passes SIGTERM on.
@@ -61,7 +71,7 @@ func TestProcfile(t *testing.T) {
 	})
 	t.Run("NodeForeman", func(t *testing.T) {
 		t.Parallel()
-		runProcfileSteps(t, root, procfileRun{
+		runProcfileSteps(t, built, steps, procfileRun{
 			manager: "nf", install: "npm install -g foreman",
 			binDir: "bin", cleanExit: "Exited Successfully",
 			// Ctrl-C in a terminal, the one way node-foreman stops its processes: a SIGTERM to nf
@@ -71,7 +81,7 @@ func TestProcfile(t *testing.T) {
 	})
 	t.Run("ForemanProcfileDev", func(t *testing.T) {
 		t.Parallel()
-		runProcfileSteps(t, root, procfileRun{
+		runProcfileSteps(t, built, steps, procfileRun{
 			manager: "foreman", install: "Debian: apt-get install ruby-foreman",
 			startArgs: []string{"-f", "Procfile.dev"},
 			binDir:    filepath.Join(".data", "bin"), cleanExit: "exited with code 0",
@@ -90,12 +100,14 @@ type procfileRun struct {
 	stop      func(*proctest.Process) error
 }
 
-func runProcfileSteps(t *testing.T, root string, run procfileRun) {
+// runProcfileSteps runs steps, the README's Procfile steps after the build step, in a copy of
+// built, the repository with the build step done.
+func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRun) {
 	if _, err := exec.LookPath(run.manager); err != nil {
 		t.Fatalf("%s is not on PATH: install it (%s)", run.manager, run.install)
 	}
 	ctx := context.Background()
-	app := copyRepository(t, root)
+	app := copyRepository(t, built, true)
 	databaseURL := dbtest.NewDB(t)
 	mail := smtptest.NewServer(t, smtptest.Options{})
 	port := freePortBlock(t)
@@ -104,12 +116,11 @@ func runProcfileSteps(t *testing.T, root string, run procfileRun) {
 	shellEnv := goEnv()
 
 	var manager *proctest.Process
-	started := time.Now()
-	for _, line := range readmeProcfileSteps(t, filepath.Join(root, "README.md")) {
+	for _, line := range steps {
 		fields := strings.Fields(line)
 		switch {
-		case fields[0] == "foreman" && len(fields) == 2 && fields[1] == "start":
-			args := append([]string{"start"}, run.startArgs...)
+		case fields[0] == "foreman" && len(fields) > 1 && fields[1] == "start":
+			args := append(fields[1:], run.startArgs...)
 			manager = proctest.StartIn(t, app, run.manager, shellEnv, args...)
 			// Should the test fail with the processes running, end them all: they share the
 			// manager's process group, which proctest made for it.
@@ -144,7 +155,6 @@ func runProcfileSteps(t *testing.T, root string, run procfileRun) {
 		t.Fatal("the README's Procfile steps never run foreman start")
 	}
 	proctest.WaitHTTP(t, manager, apiURL+"/readyz", 3*time.Minute) // Procfile.dev compiles first
-	t.Logf("the API answered %s after the steps", time.Since(started).Round(time.Millisecond))
 
 	// Every process runs from the binaries in binDir: the Procfile's from the build step's, and no
 	// process of Procfile.dev's is still building once all are up.
@@ -197,6 +207,8 @@ func runProcfileSteps(t *testing.T, root string, run procfileRun) {
 	// The simulator books rides of its own through the same API.
 	proctest.WaitOutput(t, manager, "Simulator: ride booked", time.Minute)
 
+	checkProcfileMetrics(t, manager, port)
+
 	grace := foremanTimeout(t, app)
 	stopping := time.Now()
 	if err := run.stop(manager); err != nil {
@@ -233,6 +245,44 @@ func runProcfileSteps(t *testing.T, root string, run procfileRun) {
 	}
 }
 
+// checkProcfileMetrics checks that every process but the simulator serves its metrics at once,
+// on the port the Procfile's convention gives it: each background process its own PORT, the API
+// PORT+apiMetricsPortOffset, and that the API's public port has no /metrics.
+func checkProcfileMetrics(t *testing.T, manager *proctest.Process, port int) {
+	t.Helper()
+	for i, name := range procfileProcesses {
+		if name == "simulator" {
+			continue
+		}
+		metricsPort := port + 100*i
+		if name == "api" {
+			metricsPort = port + apiMetricsPortOffset
+		}
+		// The process says where it listens, which ties the port to the process.
+		if !hasLine(manager.Output(), name+".1", "Metrics: serving", fmt.Sprintf(":%d/metrics", metricsPort)) {
+			t.Fatalf("want %s to serve its metrics on port %d:\n%s", name, metricsPort, manager.Output())
+		}
+		text := proctest.Scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+		if _, ok := proctest.MetricValue(text, "rocketrides_db_pool_max_conns"); !ok {
+			t.Fatalf("want %s's metrics to hold its pool's series, got:\n%s", name, text)
+		}
+		if name == "api" {
+			// This test's ride, and the simulator's.
+			if n, _ := proctest.MetricValue(text, `rocketrides_ride_requests_total{outcome="created"}`); n < 2 {
+				t.Fatalf("want the API's metrics to count at least 2 created rides, got %v", n)
+			}
+		}
+	}
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("want /metrics to be 404 on the API's public port, got %d", resp.StatusCode)
+	}
+}
+
 // readmeProcfileSteps returns the command lines of the README's Procfile steps: the first sh
 // block under the heading "### With a Procfile manager", without comments.
 func readmeProcfileSteps(t *testing.T, path string) []string {
@@ -260,18 +310,19 @@ func readmeProcfileSteps(t *testing.T, path string) []string {
 	return steps
 }
 
-// copyRepository copies the repository at root into a temporary directory, leaving out git's
-// data and what the README's steps make (bin/, .data/, .env), so that the steps run as on a
-// fresh checkout and leave the working tree alone.
-func copyRepository(t *testing.T, root string) string {
+// copyRepository copies the repository at src into a temporary directory, leaving out git's
+// data and the local state that the README's steps make (.data/, .env), so that the steps run as
+// on a fresh checkout and leave the working tree alone. withBin takes src's bin/ along, as hard
+// links since nothing writes to the binaries; without it, bin/ is left out too.
+func copyRepository(t *testing.T, src string, withBin bool) string {
 	t.Helper()
-	app := filepath.Join(t.TempDir(), "rocketrides")
-	skip := map[string]bool{".git": true, "bin": true, ".data": true, ".env": true}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	dst := filepath.Join(t.TempDir(), "rocketrides")
+	skip := map[string]bool{".git": true, "bin": !withBin, ".data": true, ".env": true}
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(root, path)
+		rel, err := filepath.Rel(src, path)
 		if err != nil {
 			return err
 		}
@@ -285,24 +336,26 @@ func copyRepository(t *testing.T, root string) string {
 		if err != nil {
 			return err
 		}
-		target := filepath.Join(app, rel)
+		target := filepath.Join(dst, rel)
 		switch {
 		case d.IsDir():
 			return os.MkdirAll(target, 0o755)
-		case info.Mode().IsRegular():
+		case !info.Mode().IsRegular():
+			return nil
+		case filepath.Dir(rel) == "bin":
+			return os.Link(path, target)
+		default:
 			data, err := os.ReadFile(path)
 			if err != nil {
 				return err
 			}
 			return os.WriteFile(target, data, info.Mode().Perm())
-		default:
-			return nil
 		}
 	})
 	if err != nil {
 		t.Fatalf("error copying the repository: %v", err)
 	}
-	return app
+	return dst
 }
 
 // runStep runs one README line with sh in dir, as a user's shell would, and returns its stdout.
