@@ -18,9 +18,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -129,16 +131,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 
-	for _, name := range services {
-		if _, err := sup.Start("", name, env); err != nil {
+	// Every process serves its metrics on a loopback port of its own, so that all are there at once.
+	metrics := make([]metricsEndpoint, len(services))
+	for i, name := range services {
+		addr, err := freeLoopbackAddr()
+		if err != nil {
+			return err
+		}
+		metrics[i] = metricsEndpoint{name: name, url: "http://" + addr + "/metrics"}
+		if _, err := sup.Start("", name, append(slices.Clip(env), "METRICS_ADDR="+addr)); err != nil {
 			return err
 		}
 	}
 
-	if err := waitReady(ctx, port, sup); err != nil {
+	// The banner's lines work once it shows: the API is ready and every process serves its metrics.
+	if err := waitOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", port), sup); err != nil {
 		return err
 	}
-	fmt.Fprint(stdout, banner(port, databaseURL, stripeURL, rider, declined))
+	for _, m := range metrics {
+		if err := waitOK(ctx, m.url, sup); err != nil {
+			return err
+		}
+	}
+	fmt.Fprint(stdout, banner(port, databaseURL, stripeURL, rider, declined, metrics))
 
 	select {
 	case <-ctx.Done():
@@ -149,9 +164,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 }
 
-// waitReady waits until the API answers /readyz, so that the banner's curl lines work at once.
-func waitReady(ctx context.Context, port int, sup *supervisor.Supervisor) error {
-	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
+// waitOK waits until url answers 200, giving up if a process exits first.
+func waitOK(ctx context.Context, url string, sup *supervisor.Supervisor) error {
 	client := &http.Client{Timeout: time.Second}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		if resp, err := client.Get(url); err == nil {
@@ -168,7 +182,19 @@ func waitReady(ctx context.Context, port int, sup *supervisor.Supervisor) error 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("the API did not answer %s within 30 s", url)
+	return fmt.Errorf("%s did not answer within 30 s", url)
+}
+
+// freeLoopbackAddr returns a loopback address whose port was free a moment ago, for a process to
+// listen on. The process fails at start, saying so, in the unlikely case that another took it
+// in between.
+func freeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("error finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // startDatabase starts the cluster, in dataDir if set and in a throwaway directory if not, and
@@ -239,7 +265,17 @@ func createDemoRider(ctx context.Context, sup *supervisor.Supervisor, env []stri
 	return &rider, nil
 }
 
-func banner(port int, databaseURL, stripeURL string, rider, declined *demoRider) string {
+// metricsEndpoint is where one process serves its Prometheus metrics.
+type metricsEndpoint struct {
+	name string
+	url  string
+}
+
+func banner(port int, databaseURL, stripeURL string, rider, declined *demoRider, metrics []metricsEndpoint) string {
+	var endpoints strings.Builder
+	for _, m := range metrics {
+		fmt.Fprintf(&endpoints, "  %-12s %s\n", m.name, m.url)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `
 Rocket Rides is running.
@@ -248,6 +284,8 @@ Rocket Rides is running.
   Stripe       %[3]s (stand-in)
   DATABASE_URL %[2]s
 
+Metrics of each process (Prometheus text format):
+%[8]s
 Demo riders (tokens are shown only now):
   %[4]s  RIDER=%[5]s
   %[6]s  DECLINED=%[7]s
@@ -266,6 +304,6 @@ Try it (run the same command twice: the second answer is a replay):
 
 The worker writes each receipt email to its log. Ctrl-C stops everything.
 
-`, port, databaseURL, stripeURL, rider.Email, rider.Token, declined.Email, declined.Token)
+`, port, databaseURL, stripeURL, rider.Email, rider.Token, declined.Email, declined.Token, endpoints.String())
 	return b.String()
 }

@@ -17,7 +17,8 @@ import (
 )
 
 // TestDev runs the README's run command as a user would: it waits for the banner, books a ride
-// with the printed token, waits for the worker to log the receipt, stops everything with
+// with the printed token, waits for the worker to log the receipt, reads the /metrics of every
+// process where the banner says they are, stops everything with
 // Ctrl-C (SIGINT) and checks that no process is left. With -data-dir it does so twice on one
 // database, which must keep the first run's ride.
 func TestDev(t *testing.T) {
@@ -58,6 +59,7 @@ func TestDev(t *testing.T) {
 		}
 		rideID, _ := book(run, token)
 		proctest.WaitOutput(t, p, fmt.Sprintf(`msg="Worker: sent receipt" ride_id=%s`, rideID), 30*time.Second)
+		checkMetrics(t, p.Output())
 		if run == 2 {
 			// The database kept the first run's ride: its key, sent again, replays it.
 			if firstAgain, replayed := book(1, firstToken); firstAgain != firstRideID || !replayed {
@@ -83,6 +85,36 @@ func TestDev(t *testing.T) {
 		// The services stopped before the database: none saw it go away.
 		if out := p.Output(); strings.Contains(out, "57P01") || strings.Contains(out, "terminating connection") {
 			t.Fatalf("run %d: the database stopped under a running service:\n%s", run, out)
+		}
+	}
+}
+
+// bannerMetrics matches a line of the banner that says where a process serves its metrics.
+var bannerMetrics = regexp.MustCompile(`(?m)^  (api|worker|enqueuer|completer|reaper) +(http://127\.0\.0\.1:\d+/metrics)$`)
+
+// checkMetrics checks that the banner in output lists a /metrics URL for every process, each its
+// own, and that each answers with that process's series, after one ride.
+func checkMetrics(t *testing.T, output string) {
+	t.Helper()
+	urls := map[string]string{}
+	seen := map[string]bool{}
+	for _, m := range bannerMetrics.FindAllStringSubmatch(output, -1) {
+		if seen[m[2]] {
+			t.Fatalf("the banner gives %s to two processes:\n%s", m[2], output)
+		}
+		urls[m[1]], seen[m[2]] = m[2], true
+	}
+	for _, name := range services {
+		url, ok := urls[name]
+		if !ok {
+			t.Fatalf("the banner says nowhere where %s's metrics are:\n%s", name, output)
+		}
+		text := proctest.Scrape(t, url)
+		if _, ok := proctest.MetricValue(text, "rocketrides_db_pool_max_conns"); !ok {
+			t.Fatalf("want %s's metrics at %s to hold its pool's series, got:\n%s", name, url, text)
+		}
+		if n, _ := proctest.MetricValue(text, `rocketrides_ride_requests_total{outcome="created"}`); name == "api" && n != 1 {
+			t.Fatalf("want the API's metrics to count the ride this run created, got %v", n)
 		}
 	}
 }
