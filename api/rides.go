@@ -75,11 +75,11 @@ func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
 	if outcome.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	contentType := "application/json"
 	if outcome.StatusCode >= 400 {
-		contentType = problem.ContentType
+		writeStoredProblem(w, outcome.StatusCode, outcome.Body)
+		return
 	}
-	writeBody(w, outcome.StatusCode, contentType, outcome.Body)
+	writeBody(w, outcome.StatusCode, "application/json", outcome.Body)
 }
 
 // getRide is GET /rides/{id}: one of the caller's own rides. Anyone else's is a 404, so that

@@ -154,9 +154,15 @@ func TestCreateRide(t *testing.T) {
 		}
 
 		replay := b.postRide(t, b.DecliningRider, testKey, testBody)
-		replay.requireProblem(t, http.StatusPaymentRequired, problem.CodeCardDeclined)
-		if replay.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(first.body, replay.body) {
-			t.Fatalf("want the 402 replayed, got %s", replay.body)
+		replayed := replay.requireProblem(t, http.StatusPaymentRequired, problem.CodeCardDeclined)
+		// The same document, but for the id of the request it answers (requireProblem checks
+		// that it is the replay's own).
+		if replayed.RequestID == p.RequestID {
+			t.Fatalf("want the replay answered with its own request id, got the first's %q", p.RequestID)
+		}
+		replayed.RequestID = p.RequestID
+		if replay.header.Get("Idempotent-Replayed") != "true" || replayed != p {
+			t.Fatalf("want the 402 replayed, got %s after %s", replay.body, first.body)
 		}
 	})
 

@@ -39,7 +39,7 @@ func (s *Server) AbortInFlight() { s.abortAction() }
 // Handler is the whole API, every route in one place.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverPanics, s.logRequests)
+	r.Use(s.assignRequestID, s.recoverPanics, s.logRequests)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, errNotFound("No such route."))
 	})
