@@ -26,7 +26,8 @@ type testBundle struct {
 	*ridetest.Bundle
 	server *httptest.Server
 
-	// logs is everything the API and the phases logged, at debug level, as JSON lines.
+	// logs is everything the API and the phases logged, at info level (LOG_LEVEL's default), as
+	// JSON lines.
 	logs *logBuffer
 }
 
@@ -55,7 +56,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	}
 	// The processes' own logger, so that the tests see the lines an operator would.
 	logs := &logBuffer{}
-	logger := bootstrap.NewLogger(logs, &bootstrap.Config{LogFormat: "json", LogLevel: slog.LevelDebug})
+	logger := bootstrap.NewLogger(logs, &bootstrap.Config{LogFormat: "json", LogLevel: slog.LevelInfo})
 	executor := phases.New(b.Pool, sc, logger, phases.Config{SimulateErrors: opts.simulateErrors})
 	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger).Handler())
 	t.Cleanup(server.Close)

@@ -310,3 +310,29 @@ func TestHealth(t *testing.T) {
 	b.Pool.Close()
 	b.do(t, http.MethodGet, "/readyz", nil, "").requireProblem(t, http.StatusServiceUnavailable, problem.CodeServiceUnavailable)
 }
+
+// TestHealthChecksAreQuiet counts what a load balancer's probes cost in log at info level.
+func TestHealthChecksAreQuiet(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	const maxLogBytes = 10 << 10
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		before := b.logs.Len()
+		for range 1000 {
+			if resp := b.do(t, http.MethodGet, path, nil, ""); resp.status != http.StatusOK {
+				t.Fatalf("%s: want 200, got %d %s", path, resp.status, resp.body)
+			}
+		}
+		if added := b.logs.Len() - before; added >= maxLogBytes {
+			t.Fatalf("1,000 checks of %s added %d bytes of log, want under %d", path, added, maxLogBytes)
+		}
+	}
+
+	// The log does work: any other request is a line.
+	before := b.logs.Len()
+	b.do(t, http.MethodGet, "/rides/1", map[string]string{"Authorization": "Bearer " + b.Rider.Token}, "")
+	if b.logs.Len() == before {
+		t.Fatal("want a request that is not a health check logged")
+	}
+}
