@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -9,38 +8,21 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/rocketrides/rocketrides/internal/proctest"
 	"github.com/rocketrides/rocketrides/internal/requestid"
 )
 
-// testLogger logs JSON lines at level into a buffer that logLines decodes.
-func testLogger(level slog.Level) (*slog.Logger, *lockedBuffer) {
-	buf := &lockedBuffer{}
+// testLogger logs JSON lines at level into a buffer that logLines decodes. The buffer is locked:
+// requests write to it, and so does, after an interval, a summary's timer.
+func testLogger(level slog.Level) (*slog.Logger, *proctest.SyncBuffer) {
+	buf := &proctest.SyncBuffer{}
 	return slog.New(requestid.NewLogHandler(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: level}))), buf
 }
 
-// lockedBuffer is written by requests and, after an interval, by a summary's timer.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func logLines(t *testing.T, buf *lockedBuffer) []map[string]any {
+func logLines(t *testing.T, buf *proctest.SyncBuffer) []map[string]any {
 	t.Helper()
 	var lines []map[string]any
 	for line := range strings.Lines(buf.String()) {

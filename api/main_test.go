@@ -8,13 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/dbtest"
 	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/proctest"
 	"github.com/rocketrides/rocketrides/internal/ridetest"
 	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/phases"
@@ -65,31 +65,17 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 
 // logBuffer collects log output from concurrent requests.
 type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
+	proctest.SyncBuffer
 }
 
 // Len is the number of bytes logged so far.
-func (l *logBuffer) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Len()
-}
+func (l *logBuffer) Len() int { return len(l.String()) }
 
 // lines decodes the JSON lines logged so far.
 func (l *logBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	text := l.buf.String()
-	l.mu.Unlock()
 	var lines []map[string]any
-	for line := range strings.Lines(text) {
+	for line := range strings.Lines(l.String()) {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("error decoding log line %q: %s", line, err)

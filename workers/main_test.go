@@ -1,7 +1,6 @@
 package workers
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -249,22 +248,4 @@ func (h *poolHog) numTaken() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.conns)
-}
-
-// lockedBuffer collects log output written by River's job goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/rocketrides/rocketrides/internal/mailer"
+	"github.com/rocketrides/rocketrides/internal/proctest"
 )
 
 func TestSendRideReceiptWorker(t *testing.T) {
@@ -166,8 +167,7 @@ func TestSendRideReceiptWorker(t *testing.T) {
 	t.Run("LogSaysSentOrLogged", func(t *testing.T) {
 		t.Parallel()
 		for _, smtp := range []bool{true, false} {
-			var logs lockedBuffer
-			var mailLog lockedBuffer
+			var logs, mailLog proctest.SyncBuffer
 			b := setupWith(t, func(b *bundle, deps *Deps) {
 				deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 				if !smtp {
