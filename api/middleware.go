@@ -6,9 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
-
-	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/rocketrides/rocketrides/internal/authtoken"
 	"github.com/rocketrides/rocketrides/models"
@@ -48,21 +45,6 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userContextKey, user)))
-	})
-}
-
-// logRequests logs one line per request, after it is answered.
-func (s *Server) logRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		next.ServeHTTP(ww, r)
-		s.logger.InfoContext(r.Context(), "API: request",
-			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", ww.Status()),
-			slog.Duration("duration", time.Since(start)),
-			slog.String("remote_addr", r.RemoteAddr))
 	})
 }
 

@@ -26,17 +26,19 @@ func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	contentType := "application/json"
 	var code problem.Code
 	if outcome.StatusCode >= 400 {
-		contentType = problem.ContentType
 		code = storedProblemCode(outcome.Body)
 	}
 	s.metrics.RideRequests.WithLabelValues(rideOutcome(outcome.StatusCode, code, outcome.Replayed)).Inc()
 	if outcome.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	writeBody(w, outcome.StatusCode, contentType, outcome.Body)
+	if outcome.StatusCode >= 400 {
+		writeStoredProblem(w, outcome.StatusCode, outcome.Body)
+		return
+	}
+	writeBody(w, outcome.StatusCode, "application/json", outcome.Body)
 }
 
 // bookRide decodes and validates a ride request and runs it through the phases. It returns the

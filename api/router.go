@@ -45,7 +45,7 @@ func (s *Server) AbortInFlight() { s.abortAction() }
 // Handler is the whole API, every route in one place.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.measureRequests, s.recoverPanics, s.logRequests)
+	r.Use(s.assignRequestID, s.measureRequests, s.logRequests, s.recoverPanics)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, errNotFound("No such route."))
 	})

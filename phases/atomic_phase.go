@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -47,7 +48,15 @@ type Response struct {
 }
 
 func (r Response) apply(progress *models.IdempotencyKeyProgress) error {
-	body, err := json.Marshal(r.Body)
+	stored := r.Body
+	if p, ok := stored.(*problem.Problem); ok && p.RequestID != "" {
+		// A request id names one HTTP request, and a stored body answers every retry of the
+		// key; the API gives each answer the id of its own request (api.writeStoredProblem).
+		withoutID := *p
+		withoutID.RequestID = ""
+		stored = &withoutID
+	}
+	body, err := json.Marshal(stored)
 	if err != nil {
 		return fmt.Errorf("error encoding response: %w", err)
 	}

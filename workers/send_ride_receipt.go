@@ -151,7 +151,7 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 
 	sent, err := models.RideReceiptGet(ctx, conn, ride.ID)
 	if err == nil {
-		w.logger.InfoContext(ctx, "Worker: receipt already sent, not sending it again",
+		w.logger.InfoContext(ctx, "Worker: receipt already recorded, not sending it again",
 			slog.Int64("ride_id", ride.ID), slog.String("message_id", sent.MessageID),
 			slog.Time("sent_at", sent.SentAt), slog.Int64("job_id", job.ID))
 		return nil
@@ -199,7 +199,13 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 			slog.Int64("ride_id", ride.ID), slog.String("message_id", msg.MessageID), slog.Int64("job_id", job.ID))
 		return nil
 	}
-	w.logger.InfoContext(ctx, "Worker: sent receipt",
+	// A receipt that went only to the log (no SMTP_URL) reached no rider, and an operator
+	// reading "sent" would believe it had.
+	logMsg := "Worker: sent receipt"
+	if !w.mailer.Delivers() {
+		logMsg = "Worker: logged receipt, not sent (SMTP_URL unset)"
+	}
+	w.logger.InfoContext(ctx, logMsg,
 		slog.Int64("ride_id", ride.ID), slog.Int64("user_id", user.ID), slog.String("message_id", msg.MessageID),
 		slog.Int64("job_id", job.ID), slog.Int("attempt", job.Attempt))
 	return nil

@@ -148,9 +148,12 @@ func TestRunsUntilSIGTERM(t *testing.T) {
 	w := newWorld(t)
 	worker := proctest.Start(t, proctest.Build(t, "worker"), []string{"DATABASE_URL=" + w.url, "LOG_FORMAT=json"})
 
-	line := proctest.WaitOutput(t, worker, "Worker: sent receipt", 15*time.Second)
+	line := proctest.WaitOutput(t, worker, "Worker: logged receipt", 15*time.Second)
 	if !strings.Contains(line, `"ride_id":`) {
 		t.Errorf("want the ride in the log line, got %s", line)
+	}
+	if strings.Contains(worker.Output(), "Worker: sent receipt") {
+		t.Errorf("want a receipt that only went to the log not called sent:\n%s", worker.Output())
 	}
 	logged := proctest.WaitOutput(t, worker, "Mailer: logged message", time.Second)
 	if !strings.Contains(logged, "$20.00") || !strings.Contains(logged, "rider@example.com") {
