@@ -155,7 +155,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeBody(w, status, "application/json", body)
 }
 
+// writeBody sends body with status. Every answer of this API is about one rider and one moment:
+// no cache may keep it (a replay comes from the idempotency key, never from a cache), and no
+// browser may read it as anything but its declared type.
 func writeBody(w http.ResponseWriter, status int, contentType string, body []byte) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)

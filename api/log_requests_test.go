@@ -145,7 +145,7 @@ func TestRequestLogThroughTheRouter(t *testing.T) {
 	t.Run("RejectedRequestsLogOneLineEach", func(t *testing.T) {
 		t.Parallel()
 		logger, buf := testLogger(slog.LevelInfo)
-		h := NewServer(nil, nil, logger, nil).Handler()
+		h := NewServer(nil, nil, logger, Config{Limits: Limits{Off: true}}).Handler()
 		for range 1000 {
 			for _, req := range []*http.Request{
 				httptest.NewRequest(http.MethodGet, "/nowhere", nil),        // 404
@@ -178,7 +178,7 @@ func TestRequestLogThroughTheRouter(t *testing.T) {
 		t.Parallel()
 		for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
 			logger, buf := testLogger(level)
-			h := NewServer(nil, nil, logger, nil).Handler()
+			h := NewServer(nil, nil, logger, Config{Limits: Limits{Off: true}}).Handler()
 			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/healthz", nil))
 			lines := logLines(t, buf)
 			if level == slog.LevelInfo && len(lines) != 0 {

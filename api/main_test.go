@@ -41,6 +41,11 @@ type setupOpts struct {
 
 	// stripeTransport, if set, carries the Stripe client's calls.
 	stripeTransport http.RoundTripper
+
+	// limits are the API's limits. The zero value turns them off, since most tests send many
+	// requests as one rider; the limits' own tests set them, and the process tests in cmd/api
+	// run with the defaults.
+	limits *api.Limits
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -58,7 +63,11 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	logs := &logBuffer{}
 	logger := bootstrap.NewLogger(logs, &bootstrap.Config{LogFormat: "json", LogLevel: slog.LevelInfo})
 	executor := phases.New(b.Pool, sc, logger, phases.Config{SimulateErrors: opts.simulateErrors})
-	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, nil).Handler())
+	limits := api.Limits{Off: true}
+	if opts.limits != nil {
+		limits = *opts.limits
+	}
+	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits}).Handler())
 	t.Cleanup(server.Close)
 	return &testBundle{Bundle: b, server: server, logs: logs}
 }
@@ -166,6 +175,10 @@ func (b *testBundle) do(t *testing.T, method, path string, headers map[string]st
 	}
 	if resp.Header.Get("X-Request-Id") == "" {
 		t.Fatalf("want every response to carry an X-Request-Id, got none on %d %s", resp.StatusCode, respBody)
+	}
+	if resp.Header.Get("Cache-Control") != "no-store" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("want every response marked no-store and nosniff, got %q and %q on %d %s",
+			resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options"), resp.StatusCode, respBody)
 	}
 	return &response{status: resp.StatusCode, header: resp.Header, body: respBody}
 }

@@ -104,13 +104,19 @@ func (s *Server) getRide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ride, err := models.RideGetByIDForUser(r.Context(), s.pool, id, userFrom(r.Context()).ID)
+	ctx, cancel := context.WithTimeout(r.Context(), dbReadTimeout)
+	defer cancel()
+	ride, err := models.RideGetByIDForUser(ctx, s.pool, id, userFrom(r.Context()).ID)
 	if errors.Is(err, models.ErrNotFound) {
 		writeProblem(w, errNotFound("No such ride."))
 		return
 	}
 	if err != nil {
 		s.logger.ErrorContext(r.Context(), "API: failed to get ride", slog.String("error", err.Error()))
+		if models.IsUnavailable(err) {
+			writeProblem(w, errDatabaseUnavailable())
+			return
+		}
 		writeProblem(w, errInternal())
 		return
 	}

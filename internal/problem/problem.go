@@ -30,6 +30,7 @@ const (
 	CodePaymentNeedsReview          Code = "payment_needs_review"
 	CodePaymentProcessorUnavailable Code = "payment_processor_unavailable"
 	CodePaymentRejected             Code = "payment_rejected"
+	CodeRateLimited                 Code = "rate_limited"
 	CodeRequestConflict             Code = "request_conflict"
 	CodeRequestTooLarge             Code = "request_too_large"
 	CodeServiceUnavailable          Code = "service_unavailable"
