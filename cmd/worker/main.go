@@ -50,6 +50,10 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := bootstrap.CheckRiverSchema(ctx, checkedPool); err != nil {
+		checkedPool.Close()
+		return err
+	}
 	pool, err := withMaxConns(ctx, checkedPool, poolMaxConns(cfg.WorkerConcurrency))
 	if err != nil {
 		checkedPool.Close()
