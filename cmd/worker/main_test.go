@@ -204,6 +204,58 @@ func TestRunsUntilSIGTERM(t *testing.T) {
 	}
 }
 
+// TestKeepsDiscardedJobs runs the worker over two receipt jobs that ended a month ago, one
+// completed and one discarded. River's job cleaner deletes the completed one, which shows that
+// it ran, and keeps the discarded one, a receipt a rider never got, for a person to act on.
+func TestKeepsDiscardedJobs(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	discardedID := w.jobID
+	client, err := river.NewClient(riverpgxv5.New(w.pool), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := client.Insert(t.Context(), workers.SendRideReceiptArgs{
+		RideID: w.ride.ID + 1, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completedID := res.Job.ID
+	if _, err := w.pool.Exec(t.Context(), `
+		UPDATE river_job
+		SET state = CASE id WHEN $1 THEN 'discarded' ELSE 'completed' END::river_job_state,
+			attempt = 1, attempted_at = now() - interval '30 days', finalized_at = now() - interval '30 days'
+		WHERE id IN ($1, $2)`, discardedID, completedID); err != nil {
+		t.Fatal(err)
+	}
+	jobExists := func(id int64) bool {
+		var exists bool
+		if err := w.pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM river_job WHERE id = $1)`, id).Scan(&exists); err != nil {
+			t.Fatal(err)
+		}
+		return exists
+	}
+
+	worker := proctest.Start(t, proctest.Build(t, "worker"), []string{"DATABASE_URL=" + w.url})
+	deadline := time.Now().Add(30 * time.Second)
+	for jobExists(completedID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("River's job cleaner did not delete the month-old completed job within 30s:\n%s", worker.Output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !jobExists(discardedID) {
+		t.Fatal("want the discarded job kept, but the job cleaner deleted it")
+	}
+	if err := worker.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := worker.Wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("want exit 0 after SIGTERM, got %d:\n%s", code, worker.Output())
+	}
+}
+
 // TestSIGTERMWhileSending stops the worker while a receipt is on its way to the mail server.
 // The worker's hard stop comes 7 s after SIGTERM (softStopTimeout); the process manager's
 // SIGKILL would come 10 s after. A job that ends within the grace period is finished. One stuck
