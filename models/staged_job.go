@@ -19,6 +19,11 @@ type StagedJob struct {
 	CreatedAt time.Time
 	JobName   string
 	JobArgs   json.RawMessage
+
+	// FailedAt and LastError say when and why the enqueuer set the job aside (StagedJobMarkFailed);
+	// nil while the job waits to be enqueued.
+	FailedAt  *time.Time
+	LastError *string
 }
 
 // StagedJobInsert queues on batch the staging of a job, in the caller's transaction, so that
@@ -124,4 +129,45 @@ func StagedJobCountStranded(ctx context.Context, db DBTX, jobNames []string) (*S
 		return nil, fmt.Errorf("error counting stranded staged jobs: %w", err)
 	}
 	return &s, nil
+}
+
+// StagedJobListFailed returns up to limit staged jobs that the enqueuer set aside, the most
+// recently failed first, for a person to deal with.
+func StagedJobListFailed(ctx context.Context, db DBTX, limit int) ([]*StagedJob, error) {
+	rows, err := db.Query(ctx, `
+		SELECT id, created_at, job_name, job_args, failed_at, last_error
+		FROM staged_jobs
+		WHERE failed_at IS NOT NULL
+		ORDER BY failed_at DESC, id DESC
+		LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("error listing failed staged jobs: %w", err)
+	}
+	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*StagedJob, error) {
+		var j StagedJob
+		err := row.Scan(&j.ID, &j.CreatedAt, &j.JobName, &j.JobArgs, &j.FailedAt, &j.LastError)
+		return &j, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error listing failed staged jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// StagedJobRetry hands a failed staged job back to the enqueuer, which takes it at its next
+// pass: it clears the failure, once its cause is fixed (a worker for the job name deployed, the
+// arguments corrected). Returns ErrNotFound if there is no such job, or it has not failed (it
+// waits for the enqueuer already, or was enqueued and is gone from staged_jobs).
+func StagedJobRetry(ctx context.Context, db DBTX, id int64) error {
+	tag, err := db.Exec(ctx, `
+		UPDATE staged_jobs
+		SET failed_at = NULL, last_error = NULL
+		WHERE id = $1 AND failed_at IS NOT NULL`, id)
+	if err != nil {
+		return fmt.Errorf("error retrying staged job %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("no failed staged job %d: %w", id, ErrNotFound)
+	}
+	return nil
 }

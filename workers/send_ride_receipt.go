@@ -21,7 +21,8 @@ import (
 // SendRideReceiptMaxAttempts is how often a receipt is tried before River discards the job.
 // With River's default backoff (attempt⁴ seconds) ten attempts span about four hours: a mail
 // server's bad afternoon is ridden out, and past that a person should look at the discarded job
-// (River keeps discarded jobs for 7 days) rather than the rider getting a receipt days late.
+// rather than the rider getting a receipt days late. The worker keeps discarded jobs until then
+// (`admin list-failed-jobs` lists them; `admin retry-job` puts one back to work).
 const SendRideReceiptMaxAttempts = 10
 
 // recordTimeout bounds recording a receipt that has been sent. That step ignores the job's

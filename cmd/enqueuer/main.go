@@ -37,6 +37,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
+	if err := bootstrap.CheckRiverSchema(ctx, pool); err != nil {
+		return err
+	}
 
 	// Insert-only: without Queues it works no jobs, and without Workers it checks no kinds
 	// against a bundle of workers; DecodeStagedJob and StagedJobNames say which kinds exist.

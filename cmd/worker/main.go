@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -34,6 +35,14 @@ const (
 	hardStopTimeout = bootstrap.ShutdownTimeout - softStopTimeout
 )
 
+// discardedJobRetentionPeriod keeps discarded jobs until a person deals with them. A discarded
+// receipt job is a receipt its rider is owed and never got; River's job cleaner would delete it
+// after a week (its default), leaving no trace of it. -1 is River's "never". Only a client that
+// works jobs runs the cleaner: the enqueuer's and admin's insert-only clients need no such
+// setting. `admin list-failed-jobs` lists the discarded jobs, and `admin retry-job` puts one
+// back to work.
+const discardedJobRetentionPeriod time.Duration = -1
+
 func main() {
 	bootstrap.Main("worker", run)
 }
@@ -48,6 +57,10 @@ func run(ctx context.Context) (err error) {
 	}
 	logger, checkedPool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(*once))
 	if err != nil {
+		return err
+	}
+	if err := bootstrap.CheckRiverSchema(ctx, checkedPool); err != nil {
+		checkedPool.Close()
 		return err
 	}
 	pool, err := withMaxConns(ctx, checkedPool, poolMaxConns(cfg.WorkerConcurrency))
@@ -74,9 +87,10 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:  logger,
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.WorkerConcurrency}},
-		Workers: riverWorkers,
+		DiscardedJobRetentionPeriod: discardedJobRetentionPeriod,
+		Logger:                      logger,
+		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.WorkerConcurrency}},
+		Workers:                     riverWorkers,
 	})
 	if err != nil {
 		return fmt.Errorf("error creating River client: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -115,8 +116,22 @@ func checkMigrated(ctx context.Context, databaseURL string) error {
 	if err != nil {
 		return fmt.Errorf("error checking migrations: %w", err)
 	}
-	if pending {
-		return errors.New("database is not migrated: run `go run ./cmd/migrate up` with the same DATABASE_URL")
+	if !pending {
+		return nil
 	}
-	return nil
+	// Named, so that an operator sees what is missing: River's schema, say (00002_river_schema.go).
+	// GetVersions, like HasPending, takes no lock, so that a migration running elsewhere does not
+	// hold up this report.
+	current, _, err := provider.GetVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("error checking migrations: %w", err)
+	}
+	var names []string
+	for _, source := range provider.ListSources() {
+		if source.Version > current {
+			names = append(names, filepath.Base(source.Path))
+		}
+	}
+	return fmt.Errorf("database is not migrated (pending: %s): run `go run ./cmd/migrate up` with the same DATABASE_URL",
+		strings.Join(names, ", "))
 }

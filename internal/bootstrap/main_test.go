@@ -1,0 +1,9 @@
+package bootstrap
+
+import (
+	"testing"
+
+	"github.com/rocketrides/rocketrides/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
