@@ -344,6 +344,10 @@ func TestRetryJobCancelled(t *testing.T) {
 	if _, err := client.JobCancel(t.Context(), inserted.Job.ID); err != nil {
 		t.Fatal(err)
 	}
+	// Listed as failed work, with its state.
+	if out := b.run(t, b.admin, b.env, "list-failed-jobs", "-json"); !strings.Contains(out, `"id":"`+id+`","source":"river","state":"cancelled"`) {
+		t.Fatalf("want the cancelled job listed, got %s", out)
+	}
 	if out := b.run(t, b.admin, b.env, "retry-job", id); !strings.Contains(out, id+" (send_ride_receipt) is available again") {
 		t.Fatalf("want the cancelled job available again, got %q", out)
 	}

@@ -24,7 +24,8 @@ import (
 const listFailedJobsLimitMax = 10_000
 
 // listFailedJobs shows the background work that failed for good and waits for a person, newest
-// failure first: River jobs discarded after their last attempt (the worker keeps them until then)
+// failure first: River jobs discarded after their last attempt or cancelled by their worker (a
+// receipt for an address no mail server takes; the worker keeps both kinds until a person acts)
 // and staged jobs the enqueuer set aside. Each comes with its errors, and with the id that
 // retry-job takes. A table by default, for reading; -json prints one object per line, with the
 // job's args and every error, for jq and scripts.
@@ -47,11 +48,11 @@ func listFailedJobs(ctx context.Context, args []string) error {
 	defer pool.Close()
 
 	discarded, err := client.JobList(ctx, river.NewJobListParams().
-		States(rivertype.JobStateDiscarded).
+		States(rivertype.JobStateDiscarded, rivertype.JobStateCancelled).
 		OrderBy(river.JobListOrderByFinalizedAt, river.SortOrderDesc).
 		First(*limit))
 	if err != nil {
-		return fmt.Errorf("error listing discarded River jobs: %w", err)
+		return fmt.Errorf("error listing discarded and cancelled River jobs: %w", err)
 	}
 	staged, err := models.StagedJobListFailed(ctx, pool, *limit)
 	if err != nil {
@@ -79,6 +80,9 @@ type failedJob struct {
 	// ID is what retry-job takes: river:ID or staged:ID.
 	ID     string `json:"id"`
 	Source string `json:"source"`
+
+	// State is River's (discarded, cancelled), or "failed" for a staged job.
+	State string `json:"state"`
 
 	// Kind is the River job's kind, or the staged job's name: the same for the same job.
 	Kind      string          `json:"kind"`
@@ -109,6 +113,7 @@ func failedRiverJob(j *rivertype.JobRow) *failedJob {
 	f := &failedJob{
 		ID:          failedJobID{source: sourceRiver, id: j.ID}.String(),
 		Source:      sourceRiver,
+		State:       string(j.State),
 		Kind:        j.Kind,
 		Args:        j.EncodedArgs,
 		CreatedAt:   j.CreatedAt.UTC(),
@@ -132,6 +137,7 @@ func failedStagedJob(j *models.StagedJob) *failedJob {
 	f := &failedJob{
 		ID:        failedJobID{source: sourceStaged, id: j.ID}.String(),
 		Source:    sourceStaged,
+		State:     "failed",
 		Kind:      j.JobName,
 		Args:      j.JobArgs,
 		CreatedAt: j.CreatedAt.UTC(),
@@ -154,7 +160,7 @@ func writeFailedJobsJSON(w io.Writer, jobs []*failedJob) error {
 
 func writeFailedJobsTable(w io.Writer, jobs []*failedJob) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tFAILED\tATTEMPTS\tLAST ERROR")
+	fmt.Fprintln(tw, "ID\tSTATE\tKIND\tFAILED\tATTEMPTS\tLAST ERROR")
 	for _, j := range jobs {
 		attempts := "-"
 		if j.Source == sourceRiver {
@@ -163,7 +169,7 @@ func writeFailedJobsTable(w io.Writer, jobs []*failedJob) error {
 		// The error is the last cell and is not cut: what went wrong is usually at its end
 		// ("...: 554 Relay access denied"). Its own line breaks and tabs would break the table.
 		lastError := strings.Join(strings.Fields(j.LastError), " ")
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, j.Kind, j.FailedAt.Format(time.RFC3339), attempts,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.State, j.Kind, j.FailedAt.Format(time.RFC3339), attempts,
 			cmp.Or(lastError, "-"))
 	}
 	if err := tw.Flush(); err != nil {

@@ -35,13 +35,14 @@ const (
 	hardStopTimeout = bootstrap.ShutdownTimeout - softStopTimeout
 )
 
-// discardedJobRetentionPeriod keeps discarded jobs until a person deals with them. A discarded
-// receipt job is a receipt its rider is owed and never got; River's job cleaner would delete it
-// after a week (its default), leaving no trace of it. -1 is River's "never". Only a client that
+// failedJobRetentionPeriod keeps discarded and cancelled jobs until a person deals with them. A
+// discarded receipt job is a receipt its rider is owed and never got, and so is one the worker
+// cancelled because no mail server takes the rider's address; River's job cleaner would delete them
+// after a day or a week (its defaults), leaving no trace of them. -1 is River's "never". Only a client that
 // works jobs runs the cleaner: the enqueuer's and admin's insert-only clients need no such
 // setting. `admin list-failed-jobs` lists the discarded jobs, and `admin retry-job` puts one
 // back to work.
-const discardedJobRetentionPeriod time.Duration = -1
+const failedJobRetentionPeriod time.Duration = -1
 
 func main() {
 	bootstrap.Main("worker", run)
@@ -87,7 +88,8 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		DiscardedJobRetentionPeriod: discardedJobRetentionPeriod,
+		CancelledJobRetentionPeriod: failedJobRetentionPeriod,
+		DiscardedJobRetentionPeriod: failedJobRetentionPeriod,
 		Logger:                      logger,
 		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.WorkerConcurrency}},
 		Workers:                     riverWorkers,

@@ -207,9 +207,10 @@ func TestRunsUntilSIGTERM(t *testing.T) {
 	}
 }
 
-// TestKeepsDiscardedJobs runs the worker over two receipt jobs that ended a month ago, one
-// completed and one discarded. River's job cleaner deletes the completed one, which shows that
-// it ran, and keeps the discarded one, a receipt a rider never got, for a person to act on.
+// TestKeepsDiscardedJobs runs the worker over three receipt jobs that ended a month ago: one
+// completed, one discarded and one cancelled. River's job cleaner deletes the completed one,
+// which shows that it ran, and keeps the other two, receipts riders never got, for a person to
+// act on.
 func TestKeepsDiscardedJobs(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -225,11 +226,18 @@ func TestKeepsDiscardedJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	completedID := res.Job.ID
+	res, err = client.Insert(t.Context(), workers.SendRideReceiptArgs{
+		RideID: w.ride.ID + 2, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelledID := res.Job.ID
 	if _, err := w.pool.Exec(t.Context(), `
 		UPDATE river_job
-		SET state = CASE id WHEN $1 THEN 'discarded' ELSE 'completed' END::river_job_state,
+		SET state = CASE id WHEN $1 THEN 'discarded' WHEN $3 THEN 'cancelled' ELSE 'completed' END::river_job_state,
 			attempt = 1, attempted_at = now() - interval '30 days', finalized_at = now() - interval '30 days'
-		WHERE id IN ($1, $2)`, discardedID, completedID); err != nil {
+		WHERE id IN ($1, $2, $3)`, discardedID, completedID, cancelledID); err != nil {
 		t.Fatal(err)
 	}
 	jobExists := func(id int64) bool {
@@ -248,8 +256,9 @@ func TestKeepsDiscardedJobs(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !jobExists(discardedID) {
-		t.Fatal("want the discarded job kept, but the job cleaner deleted it")
+	if !jobExists(discardedID) || !jobExists(cancelledID) {
+		t.Fatalf("want the discarded and cancelled jobs kept, got discarded kept %t, cancelled kept %t",
+			jobExists(discardedID), jobExists(cancelledID))
 	}
 	if err := worker.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
