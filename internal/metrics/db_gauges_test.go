@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rocketrides/rocketrides/internal/metrics"
+	"github.com/rocketrides/rocketrides/internal/proctest"
 )
 
 // The gauges read from the database at scrape time: each scrape reads afresh, within a bound,
@@ -110,7 +110,7 @@ rocketrides_river_jobs{state="running"} 0
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		var logs logBuffer
+		var logs proctest.SyncBuffer
 		logger := slog.New(slog.NewTextHandler(&logs, nil))
 		go func() { _ = metrics.Serve(ctx, listener, reg, logger) }()
 
@@ -134,22 +134,4 @@ rocketrides_river_jobs{state="running"} 0
 			t.Errorf("want both failures logged, got:\n%s", logs.String())
 		}
 	})
-}
-
-// logBuffer is a log destination safe for the metrics server's goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
