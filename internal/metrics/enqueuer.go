@@ -57,7 +57,7 @@ var (
 )
 
 // RegisterStagedJobs registers with reg the rocketrides_staged_jobs, _staged_jobs_failed and
-// _staged_job_oldest_age_seconds gauges, read from read at each scrape (see db_gauges.go for
+// _staged_job_oldest_age_seconds gauges, which read returns at each scrape (see db_gauges.go for
 // why at scrape time).
 func RegisterStagedJobs(reg prometheus.Registerer, read func(ctx context.Context) (*StagedJobs, error)) {
 	register(reg, &stagedJobsCollector{read: read})
