@@ -107,6 +107,36 @@ func StagedJobMarkFailed(ctx context.Context, db DBTX, id int64, lastError strin
 	return nil
 }
 
+// StagedJobBacklog is what staged_jobs holds: the figures of the enqueuer's metrics.
+type StagedJobBacklog struct {
+	// Pending jobs wait to be enqueued: every row not set aside, whatever its job name.
+	Pending int64
+
+	// Failed jobs were set aside and wait for a person.
+	Failed int64
+
+	// OldestPendingAge is the age of the oldest pending job by the database's clock, which
+	// stamped its created_at; 0 when none is pending.
+	OldestPendingAge time.Duration
+}
+
+// StagedJobCountBacklog counts the staged jobs. The table holds few rows while the enqueuer
+// keeps up, so counting them is cheap; it is a backlog that this makes visible.
+func StagedJobCountBacklog(ctx context.Context, db DBTX) (*StagedJobBacklog, error) {
+	var b StagedJobBacklog
+	var ageSeconds float64
+	err := db.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE failed_at IS NULL),
+		       count(*) FILTER (WHERE failed_at IS NOT NULL),
+		       coalesce(greatest(extract(epoch FROM now() - min(created_at) FILTER (WHERE failed_at IS NULL)), 0), 0)::float8
+		FROM staged_jobs`).Scan(&b.Pending, &b.Failed, &ageSeconds)
+	if err != nil {
+		return nil, fmt.Errorf("error counting staged jobs: %w", err)
+	}
+	b.OldestPendingAge = time.Duration(ageSeconds * float64(time.Second))
+	return &b, nil
+}
+
 // StagedJobsStranded counts the staged jobs that an enqueuer knowing jobNames leaves where they
 // are, for it to remind an operator of them.
 type StagedJobsStranded struct {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -125,6 +126,10 @@ type SendRideReceiptWorker struct {
 	mailFrom        string
 	messageIDDomain string
 	logger          *slog.Logger
+
+	// handedOver counts receipts handed to the mailer and recorded: rocketrides_receipts_total
+	// with result sent, or logged for a mailer that only logs (see metrics.go).
+	handedOver prometheus.Counter
 }
 
 // Work sends the receipt unless it was recorded already. An SMTP failure is returned, so River
@@ -195,6 +200,7 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 	if err != nil {
 		return err
 	}
+	w.handedOver.Inc()
 	if raced {
 		w.logger.WarnContext(ctx, "Worker: receipt was recorded by another job meanwhile; the rider may have it twice",
 			slog.Int64("ride_id", ride.ID), slog.String("message_id", msg.MessageID), slog.Int64("job_id", job.ID))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/mailer"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/workers"
 )
 
@@ -83,8 +84,11 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	reg := bootstrap.NewRegistry(pool)
+	workerMetrics := metrics.NewWorker(reg)
+	metrics.RegisterRiverJobs(reg, workers.RiverJobsByState(pool))
 	riverWorkers := river.NewWorkers()
-	if err := workers.Register(riverWorkers, workers.Deps{Pool: pool, Mailer: m, MailFrom: cfg.MailFrom, Logger: logger}); err != nil {
+	if err := workers.Register(riverWorkers, workers.Deps{Pool: pool, Mailer: m, MailFrom: cfg.MailFrom, Logger: logger, Metrics: workerMetrics}); err != nil {
 		return err
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
@@ -105,9 +109,11 @@ func run(ctx context.Context) (err error) {
 		return runOnce(ctx, client, logger, os.Stdout)
 	}
 
-	if err := bootstrap.ServeMetrics(ctx, cfg, logger, bootstrap.NewRegistry(pool)); err != nil {
+	if err := bootstrap.ServeMetrics(ctx, cfg, logger, reg); err != nil {
 		return err
 	}
+	stopCounting := workers.CountFailures(client, workerMetrics)
+	defer stopCounting()
 	// Start gets a context that signals do not cancel: cancelling it would be River's hard stop,
 	// and stop below stops gently first.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
