@@ -104,7 +104,7 @@ func errFromPhases(err error) *apiError {
 	}
 }
 
-// writeProblem sends e as an application/problem+json response.
+// writeProblem sends e as an application/problem+json response, with the request's id.
 func writeProblem(w http.ResponseWriter, e *apiError) {
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(e.retryAfter.Seconds())))
@@ -112,8 +112,37 @@ func writeProblem(w http.ResponseWriter, e *apiError) {
 	if e.problem.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rocket-rides"`)
 	}
-	body, _ := json.Marshal(e.problem) // a Problem always encodes
-	writeBody(w, e.problem.Status, problem.ContentType, body)
+	p := *e.problem
+	p.RequestID = responseRequestID(w)
+	body, _ := json.Marshal(&p) // a Problem always encodes
+	writeBody(w, p.Status, problem.ContentType, body)
+}
+
+// writeStoredProblem sends a problem that the phases stored on the key to finish the request (a
+// declined card, say), whether to the request that finished it or to a replay. The stored
+// document has no request id (phases.Response drops any, since one document answers many
+// requests); it gets the id of the request being answered, so that the id a client quotes is
+// the one our log of its request carries, not that of some earlier attempt. Everything else is
+// served as stored.
+func writeStoredProblem(w http.ResponseWriter, status int, stored []byte) {
+	var p problem.Problem
+	if err := json.Unmarshal(stored, &p); err != nil {
+		// Not a document this API stores; a replay must answer all the same, so it goes out as
+		// it was stored.
+		writeBody(w, status, problem.ContentType, stored)
+		return
+	}
+	p.RequestID = responseRequestID(w)
+	body, _ := json.Marshal(&p) // a Problem always encodes
+	writeBody(w, status, problem.ContentType, body)
+}
+
+// responseRequestID is the request id that assignRequestID set on the response. Problem
+// bodies take it from there rather than from the request's context, so that the id in a body
+// cannot differ from the X-Request-Id of the response that carries it, and every writer of a
+// problem, which already has the ResponseWriter, needs nothing more.
+func responseRequestID(w http.ResponseWriter) string {
+	return w.Header().Get(requestIDHeader)
 }
 
 // writeJSON sends v with status.
@@ -126,7 +155,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeBody(w, status, "application/json", body)
 }
 
+// writeBody sends body with status. Every answer of this API is about one rider and one moment:
+// no cache may keep it (a replay comes from the idempotency key, never from a cache), and no
+// browser may read it as anything but its declared type.
 func writeBody(w http.ResponseWriter, status int, contentType string, body []byte) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)

@@ -7,12 +7,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/rocketrides/rocketrides/api"
+	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/dbtest"
 	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/proctest"
 	"github.com/rocketrides/rocketrides/internal/ridetest"
+	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/phases"
 )
 
@@ -21,6 +25,10 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 type testBundle struct {
 	*ridetest.Bundle
 	server *httptest.Server
+
+	// logs is everything the API and the phases logged, at info level (LOG_LEVEL's default), as
+	// JSON lines.
+	logs *logBuffer
 }
 
 type setupOpts struct {
@@ -30,20 +38,75 @@ type setupOpts struct {
 	// Go's transport re-sends a request with an Idempotency-Key by itself when the connection
 	// drops, which hides a drop from the code under test.
 	freshStripeConnections bool
+
+	// stripeTransport, if set, carries the Stripe client's calls.
+	stripeTransport http.RoundTripper
+
+	// limits are the API's limits. The zero value turns them off, since most tests send many
+	// requests as one rider; the limits' own tests set them, and the process tests in cmd/api
+	// run with the defaults.
+	limits *api.Limits
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
 	t.Helper()
 	b := ridetest.Setup(t)
 	sc := b.StripeClient
-	if opts.freshStripeConnections {
+	switch {
+	case opts.freshStripeConnections:
 		sc = b.FreshConnStripeClient()
+	case opts.stripeTransport != nil:
+		sc = stripeclient.New(stripeclient.Config{APIKey: ridetest.StripeAPIKey, URL: b.Stripe.URL,
+			Timeout: ridetest.StripeTimeout, Transport: opts.stripeTransport})
 	}
-	logger := slog.New(slog.DiscardHandler)
+	// The processes' own logger, so that the tests see the lines an operator would.
+	logs := &logBuffer{}
+	logger := bootstrap.NewLogger(logs, &bootstrap.Config{LogFormat: "json", LogLevel: slog.LevelInfo})
 	executor := phases.New(b.Pool, sc, logger, phases.Config{SimulateErrors: opts.simulateErrors})
-	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, nil).Handler())
+	limits := api.Limits{Off: true}
+	if opts.limits != nil {
+		limits = *opts.limits
+	}
+	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits}).Handler())
 	t.Cleanup(server.Close)
-	return &testBundle{Bundle: b, server: server}
+	return &testBundle{Bundle: b, server: server, logs: logs}
+}
+
+// logBuffer collects log output from concurrent requests.
+type logBuffer struct {
+	proctest.SyncBuffer
+}
+
+// Len is the number of bytes logged so far.
+func (l *logBuffer) Len() int { return len(l.String()) }
+
+// lines decodes the JSON lines logged so far.
+func (l *logBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for line := range strings.Lines(l.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("error decoding log line %q: %s", line, err)
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// requireLine returns the one line logged with msg, failing unless there is exactly one.
+func (l *logBuffer) requireLine(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	var found []map[string]any
+	for _, line := range l.lines(t) {
+		if line["msg"] == msg {
+			found = append(found, line)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want one %q line, got %d in:\n%v", msg, len(found), l.lines(t))
+	}
+	return found[0]
 }
 
 const (
@@ -70,6 +133,10 @@ func (r *response) problem(t *testing.T) problem.Problem {
 	}
 	if p.Status != r.status || p.Type == "" || p.Title == "" || p.Detail == "" || p.Code == "" {
 		t.Fatalf("incomplete problem document: %s", r.body)
+	}
+	if p.RequestID == "" || p.RequestID != r.header.Get("X-Request-Id") {
+		t.Fatalf("want the problem's request_id to be the response's X-Request-Id %q, got %s",
+			r.header.Get("X-Request-Id"), r.body)
 	}
 	return p
 }
@@ -105,6 +172,13 @@ func (b *testBundle) do(t *testing.T, method, path string, headers map[string]st
 	respBody, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if resp.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("want every response to carry an X-Request-Id, got none on %d %s", resp.StatusCode, respBody)
+	}
+	if resp.Header.Get("Cache-Control") != "no-store" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("want every response marked no-store and nosniff, got %q and %q on %d %s",
+			resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options"), resp.StatusCode, respBody)
 	}
 	return &response{status: resp.StatusCode, header: resp.Header, body: respBody}
 }

@@ -6,9 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
-
-	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/rocketrides/rocketrides/internal/authtoken"
 	"github.com/rocketrides/rocketrides/models"
@@ -23,17 +20,29 @@ func userFrom(ctx context.Context) *models.User {
 	return ctx.Value(userContextKey).(*models.User)
 }
 
-// authenticate lets a request through only with a valid "Authorization: Bearer <token>".
+// authenticate lets a request through only with a valid "Authorization: Bearer <token>". A
+// client address that failed too often lately is refused before its token costs a query (see
+// Limits.AuthFailuresPerMinute).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if wait := s.authFailureWait(r); wait > 0 {
+			s.metrics.RateLimited.WithLabelValues(limitAuthFailures).Inc()
+			writeProblem(w, errRateLimited(wait, "Too many requests from this address failed authentication. Retry after the time in Retry-After."))
+			return
+		}
+
 		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+			s.authFailed(r)
 			writeProblem(w, errUnauthorized("Send your API token as \"Authorization: Bearer <token>\"."))
 			return
 		}
 
-		user, err := models.UserGetByAPITokenHash(r.Context(), s.pool, authtoken.Hash(token))
+		ctx, cancel := context.WithTimeout(r.Context(), dbReadTimeout)
+		user, err := models.UserGetByAPITokenHash(ctx, s.pool, authtoken.Hash(token))
+		cancel()
 		if errors.Is(err, models.ErrNotFound) {
+			s.authFailed(r)
 			writeProblem(w, errUnauthorized("The API token is not valid."))
 			return
 		}
@@ -48,21 +57,6 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userContextKey, user)))
-	})
-}
-
-// logRequests logs one line per request, after it is answered.
-func (s *Server) logRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		next.ServeHTTP(ww, r)
-		s.logger.InfoContext(r.Context(), "API: request",
-			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", ww.Status()),
-			slog.Duration("duration", time.Since(start)),
-			slog.String("remote_addr", r.RemoteAddr))
 	})
 }
 

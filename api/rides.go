@@ -26,17 +26,19 @@ func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	contentType := "application/json"
 	var code problem.Code
 	if outcome.StatusCode >= 400 {
-		contentType = problem.ContentType
 		code = storedProblemCode(outcome.Body)
 	}
 	s.metrics.RideRequests.WithLabelValues(rideOutcome(outcome.StatusCode, code, outcome.Replayed)).Inc()
 	if outcome.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	writeBody(w, outcome.StatusCode, contentType, outcome.Body)
+	if outcome.StatusCode >= 400 {
+		writeStoredProblem(w, outcome.StatusCode, outcome.Body)
+		return
+	}
+	writeBody(w, outcome.StatusCode, "application/json", outcome.Body)
 }
 
 // bookRide decodes and validates a ride request and runs it through the phases. It returns the
@@ -102,13 +104,19 @@ func (s *Server) getRide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ride, err := models.RideGetByIDForUser(r.Context(), s.pool, id, userFrom(r.Context()).ID)
+	ctx, cancel := context.WithTimeout(r.Context(), dbReadTimeout)
+	defer cancel()
+	ride, err := models.RideGetByIDForUser(ctx, s.pool, id, userFrom(r.Context()).ID)
 	if errors.Is(err, models.ErrNotFound) {
 		writeProblem(w, errNotFound("No such ride."))
 		return
 	}
 	if err != nil {
 		s.logger.ErrorContext(r.Context(), "API: failed to get ride", slog.String("error", err.Error()))
+		if models.IsUnavailable(err) {
+			writeProblem(w, errDatabaseUnavailable())
+			return
+		}
 		writeProblem(w, errInternal())
 		return
 	}

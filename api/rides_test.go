@@ -154,9 +154,15 @@ func TestCreateRide(t *testing.T) {
 		}
 
 		replay := b.postRide(t, b.DecliningRider, testKey, testBody)
-		replay.requireProblem(t, http.StatusPaymentRequired, problem.CodeCardDeclined)
-		if replay.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(first.body, replay.body) {
-			t.Fatalf("want the 402 replayed, got %s", replay.body)
+		replayed := replay.requireProblem(t, http.StatusPaymentRequired, problem.CodeCardDeclined)
+		// The same document, but for the id of the request it answers (requireProblem checks
+		// that it is the replay's own).
+		if replayed.RequestID == p.RequestID {
+			t.Fatalf("want the replay answered with its own request id, got the first's %q", p.RequestID)
+		}
+		replayed.RequestID = p.RequestID
+		if replay.header.Get("Idempotent-Replayed") != "true" || replayed != p {
+			t.Fatalf("want the 402 replayed, got %s after %s", replay.body, first.body)
 		}
 	})
 
@@ -303,4 +309,30 @@ func TestHealth(t *testing.T) {
 
 	b.Pool.Close()
 	b.do(t, http.MethodGet, "/readyz", nil, "").requireProblem(t, http.StatusServiceUnavailable, problem.CodeServiceUnavailable)
+}
+
+// TestHealthChecksAreQuiet counts what a load balancer's probes cost in log at info level.
+func TestHealthChecksAreQuiet(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	const maxLogBytes = 10 << 10
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		before := b.logs.Len()
+		for range 1000 {
+			if resp := b.do(t, http.MethodGet, path, nil, ""); resp.status != http.StatusOK {
+				t.Fatalf("%s: want 200, got %d %s", path, resp.status, resp.body)
+			}
+		}
+		if added := b.logs.Len() - before; added >= maxLogBytes {
+			t.Fatalf("1,000 checks of %s added %d bytes of log, want under %d", path, added, maxLogBytes)
+		}
+	}
+
+	// The log does work: any other request is a line.
+	before := b.logs.Len()
+	b.do(t, http.MethodGet, "/rides/1", map[string]string{"Authorization": "Bearer " + b.Rider.Token}, "")
+	if b.logs.Len() == before {
+		t.Fatal("want a request that is not a health check logged")
+	}
 }

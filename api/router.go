@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,10 +16,16 @@ import (
 	"github.com/rocketrides/rocketrides/phases"
 )
 
+// dbReadTimeout bounds the reads a handler makes itself (the rider behind a token, a ride): a
+// pool connection and a statement, which take milliseconds. Ride requests are bounded by the
+// executor instead (phases.Config.PhaseTimeout).
+const dbReadTimeout = 5 * time.Second
+
 // Server holds what the handlers need.
 type Server struct {
 	executor *phases.Executor
 	logger   *slog.Logger
+	limiter  *limiter
 	metrics  *metrics.API
 	pool     *pgxpool.Pool
 
@@ -27,14 +34,31 @@ type Server struct {
 	abortAction context.CancelFunc
 }
 
-// NewServer returns a Server over executor, reading users and rides from pool and counting
-// requests in m (nil: in series that no registry holds).
-func NewServer(pool *pgxpool.Pool, executor *phases.Executor, logger *slog.Logger, m *metrics.API) *Server {
-	if m == nil {
-		m = metrics.NewAPI(nil)
+// Config is what a Server takes besides its pool, executor and logger. The zero value is the
+// production defaults, counted in series that no registry holds.
+type Config struct {
+	// Limits are the API's rate limits and caps; see Limits.
+	Limits Limits
+
+	// Metrics receives the API's series; nil means a set that no registry holds.
+	Metrics *metrics.API
+}
+
+// NewServer returns a Server over executor, reading users and rides from pool.
+func NewServer(pool *pgxpool.Pool, executor *phases.Executor, logger *slog.Logger, config Config) *Server {
+	if config.Metrics == nil {
+		config.Metrics = metrics.NewAPI(nil)
 	}
 	workCtx, abort := context.WithCancel(context.Background())
-	return &Server{executor: executor, logger: logger, metrics: m, pool: pool, workCtx: workCtx, abortAction: abort}
+	return &Server{
+		executor:    executor,
+		limiter:     newLimiter(config.Limits),
+		logger:      logger,
+		metrics:     config.Metrics,
+		pool:        pool,
+		workCtx:     workCtx,
+		abortAction: abort,
+	}
 }
 
 // AbortInFlight cancels the work of every ride request in progress, for a shutdown that cannot
@@ -45,7 +69,7 @@ func (s *Server) AbortInFlight() { s.abortAction() }
 // Handler is the whole API, every route in one place.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.measureRequests, s.recoverPanics, s.logRequests)
+	r.Use(s.assignRequestID, s.measureRequests, s.logRequests, s.recoverPanics)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, errNotFound("No such route."))
 	})
@@ -57,8 +81,8 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/readyz", s.readyz)
 
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate)
-		r.Post("/rides", s.createRide)
+		r.Use(s.shedLoad, s.authenticate)
+		r.With(s.limitRider).Post("/rides", s.createRide)
 		r.Get("/rides/{id}", s.getRide)
 	})
 	return r

@@ -115,6 +115,22 @@ func TestCreateRide(t *testing.T) {
 		})
 	}
 
+	t.Run("WaitsOutRateLimitsAndShedding", func(t *testing.T) {
+		t.Parallel()
+		c, s, waits := setup(t, status(429, "rate_limited", "Retry-After", "7"),
+			status(503, "service_unavailable", "Retry-After", "2"), status(201, ""))
+		result, err := c.CreateRide(context.Background(), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if result.Attempts != 3 || s.keys[0] != s.keys[1] || s.keys[1] != s.keys[2] {
+			t.Fatalf("want three attempts with one key, got %d: %v", result.Attempts, s.keys)
+		}
+		if len(*waits) != 2 || (*waits)[0] < 7*time.Second || (*waits)[1] < 2*time.Second {
+			t.Fatalf("want each wait at least its Retry-After, got %v", *waits)
+		}
+	})
+
 	t.Run("StoredErrorIsFinal", func(t *testing.T) {
 		t.Parallel()
 		c, s, _ := setup(t, status(500, "payment_needs_review", "Idempotent-Replayed", "true"), status(201, ""))

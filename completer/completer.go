@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rocketrides/rocketrides/internal/maintenance"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 )
@@ -46,6 +47,9 @@ type Config struct {
 
 	// Interval is the sleep between passes that found less than a full batch. Default 5 s.
 	Interval time.Duration
+
+	// Metrics counts the keys each pass runs, by result. Default: a set that no registry holds.
+	Metrics *metrics.Completer
 }
 
 // ReapMargin is how long before the reaper may delete a key the completer stops taking it on
@@ -68,6 +72,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Interval == 0 {
 		c.Interval = 5 * time.Second
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewCompleter(nil)
 	}
 	return c
 }
@@ -169,6 +176,8 @@ func (c *Completer) runOnce(ctx context.Context) (*Result, int, error) {
 			c.beforeComplete()
 		}
 		done, err := c.complete(ctx, key)
+		// Counted key by key, as each key's phases commit on their own: a pass cut short by a
+		// stop returns no Result, but what it did stays counted.
 		switch {
 		case ctx.Err() != nil:
 			// Stopping: the key was unlocked where it stopped; the rest wait for the next pass.
@@ -177,12 +186,14 @@ func (c *Completer) runOnce(ctx context.Context) (*Result, int, error) {
 			skipped++
 		case err != nil:
 			res.Failed++
+			c.config.Metrics.Keys.WithLabelValues(metrics.CompleterFailed).Inc()
 			c.logger.WarnContext(ctx, "Completer: key failed again; left for the next pass",
 				slog.Int64("idempotency_key_id", key.ID),
 				slog.String("recovery_point", string(key.RecoveryPoint)),
 				slog.String("error", err.Error()))
 		default:
 			res.Succeeded++
+			c.config.Metrics.Keys.WithLabelValues(metrics.CompleterSucceeded).Inc()
 		}
 	}
 

@@ -30,6 +30,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/rocketrides/rocketrides/internal/maintenance"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -59,6 +60,10 @@ type Config struct {
 	// release has no worker for, and that job must wait for the newer enqueuer rather than be
 	// set aside as broken.
 	JobNames []string
+
+	// Metrics counts the jobs each pass enqueues and sets aside. Default: a set that no
+	// registry holds.
+	Metrics *metrics.Enqueuer
 }
 
 func (c Config) withDefaults() Config {
@@ -67,6 +72,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = time.Second
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewEnqueuer(nil)
 	}
 	return c
 }
@@ -184,7 +192,10 @@ func (e *Enqueuer) RunOnce(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error draining staged jobs: %w", err)
 	}
-	// Logged once committed, so that a rolled-back batch reports nothing it did not do.
+	// Logged and counted once committed, so that a rolled-back batch reports nothing it did
+	// not do.
+	e.config.Metrics.EnqueuedJobs.Add(float64(res.Enqueued))
+	e.config.Metrics.SetAsideJobs.Add(float64(res.Failed))
 	for _, f := range setAside {
 		e.logger.ErrorContext(ctx, "Enqueuer: set aside a staged job River will not take; it stays in staged_jobs marked failed",
 			slog.Int64("staged_job_id", f.stagedJob.ID), slog.String("job_name", f.stagedJob.JobName),

@@ -10,17 +10,11 @@ import (
 //
 // The row stays until a person deals with it; nothing deletes it, as it may be a receipt that a
 // rider is owed. Besides the log line of RunOnce at the time and the reminders of
-// reportStranded, an operator finds such rows with
-//
-//	SELECT id, created_at, job_name, job_args, failed_at, last_error
-//	FROM staged_jobs WHERE failed_at IS NOT NULL ORDER BY id;
-//
-// and, once the cause is fixed (a worker for the job name deployed, the arguments corrected),
-// hands one back to the enqueuer, which takes it at its next poll, with
-//
-//	UPDATE staged_jobs SET failed_at = NULL, last_error = NULL WHERE id = ...;
-//
-// or deletes it if the job is not wanted any more.
+// reportStranded, an operator finds such rows with `go run ./cmd/admin list-failed-jobs` (as
+// staged:ID, beside the jobs River discarded) and, once the cause is fixed (a worker for the job
+// name deployed, the arguments corrected), hands one back to the enqueuer with
+// `go run ./cmd/admin retry-job staged:ID`, which clears the mark and wakes the enqueuer; or
+// deletes the row if the job is not wanted any more.
 //
 // Why not in River, as a cancelled job? River's job cleaner deletes cancelled jobs after a day
 // (CancelledJobRetentionPeriod), so a job that could not be enqueued on a Friday night would be

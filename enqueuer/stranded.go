@@ -42,6 +42,6 @@ func (e *Enqueuer) reportStranded(ctx context.Context) {
 	if stranded.Failed > 0 {
 		e.logger.WarnContext(ctx, "Enqueuer: staged jobs set aside as failed wait for a person",
 			slog.Int64("num_failed", stranded.Failed),
-			slog.String("list_with", "SELECT id, job_name, failed_at, last_error FROM staged_jobs WHERE failed_at IS NOT NULL ORDER BY id"))
+			slog.String("list_with", "go run ./cmd/admin list-failed-jobs"))
 	}
 }

@@ -22,8 +22,8 @@ const riverSchemaVersion = 2
 // own record (river_migration) of what it applied.
 //
 // Up brings River to the newest schema the linked River knows. Once version 2 is applied, goose
-// will not run it again: after an upgrade of River that adds migrations, add a later Go
-// migration that calls migrateRiver(ctx, db, rivermigrate.DirectionUp, nil) again.
+// will not run it again: the migrations of a later River are applied by RiverUp, which Up and
+// `migrate up` run after goose's.
 //
 // Down removes River's tables entirely, river_migration included.
 //
@@ -32,20 +32,22 @@ const riverSchemaVersion = 2
 func riverSchemaMigration() *goose.Migration {
 	m := goose.NewGoMigration(riverSchemaVersion,
 		&goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error {
-			return migrateRiver(ctx, db, rivermigrate.DirectionUp, nil)
+			_, err := migrateRiver(ctx, db, rivermigrate.DirectionUp, nil)
+			return err
 		}},
 		&goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error {
-			return migrateRiver(ctx, db, rivermigrate.DirectionDown, &rivermigrate.MigrateOpts{TargetVersion: -1})
+			_, err := migrateRiver(ctx, db, rivermigrate.DirectionDown, &rivermigrate.MigrateOpts{TargetVersion: -1})
+			return err
 		}},
 	)
 	m.Source = "00002_river_schema.go" // For status and results; goose leaves it empty.
 	return m
 }
 
-func migrateRiver(ctx context.Context, db *sql.DB, direction rivermigrate.Direction, opts *rivermigrate.MigrateOpts) error {
+func migrateRiver(ctx context.Context, db *sql.DB, direction rivermigrate.Direction, opts *rivermigrate.MigrateOpts) (*rivermigrate.MigrateResult, error) {
 	pool, err := riverPool(ctx, db)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer pool.Close()
 
@@ -53,12 +55,13 @@ func migrateRiver(ctx context.Context, db *sql.DB, direction rivermigrate.Direct
 		Logger: slog.New(slog.DiscardHandler), // Its default logs to stdout.
 	})
 	if err != nil {
-		return fmt.Errorf("error creating River migrator: %w", err)
+		return nil, fmt.Errorf("error creating River migrator: %w", err)
 	}
-	if _, err := migrator.Migrate(ctx, direction, opts); err != nil {
-		return fmt.Errorf("error migrating River's schema %s: %w", direction, err)
+	res, err := migrator.Migrate(ctx, direction, opts)
+	if err != nil {
+		return nil, fmt.Errorf("error migrating River's schema %s: %w", direction, err)
 	}
-	return nil
+	return res, nil
 }
 
 // riverPool opens a one-connection pgx pool with the settings of db's connections. River's

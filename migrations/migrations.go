@@ -64,8 +64,9 @@ func Open(databaseURL string) (*sql.DB, error) {
 	return stdlib.OpenDB(*config.ConnConfig), nil
 }
 
-// Up applies every pending migration to the database at databaseURL. It is safe to call from
-// several processes at once: they take turns, and all but the first find nothing to do.
+// Up applies every pending migration to the database at databaseURL, goose's and then River's
+// (RiverUp). It is safe to call from several processes at once: they take turns, and all but
+// the first find nothing to do.
 func Up(ctx context.Context, databaseURL string) (err error) {
 	db, err := Open(databaseURL)
 	if err != nil {
@@ -78,6 +79,9 @@ func Up(ctx context.Context, databaseURL string) (err error) {
 		return err
 	}
 	if _, err := provider.Up(ctx); err != nil {
+		return fmt.Errorf("error migrating database: %w", err)
+	}
+	if _, err := RiverUp(ctx, db); err != nil {
 		return fmt.Errorf("error migrating database: %w", err)
 	}
 	return nil

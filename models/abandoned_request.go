@@ -30,6 +30,12 @@ const (
 	AbandonedReasonReapedUnfinished = "reaped_unfinished"
 )
 
+// AbandonedReasons are the reasons above, for reports that show each, none included.
+var AbandonedReasons = []string{
+	AbandonedReasonStripeKeyExpired, AbandonedReasonStripeKeyConflict,
+	AbandonedReasonStripeReplayedError, AbandonedReasonReapedUnfinished,
+}
+
 // AbandonedRequest is a request the system gave up on and a human must look at. It copies what
 // the idempotency key said, because keys are reaped and these rows are not.
 type AbandonedRequest struct {
@@ -90,4 +96,25 @@ func AbandonedRequestList(ctx context.Context, db DBTX, limit int) ([]*Abandoned
 		return nil, fmt.Errorf("error listing abandoned requests: %w", err)
 	}
 	return requests, nil
+}
+
+// AbandonedRequestCountByReason counts the abandoned requests by reason: one entry for each of
+// AbandonedReasons, 0 if none, and one for any other reason a row holds (written by another
+// release, say).
+func AbandonedRequestCountByReason(ctx context.Context, db DBTX) (map[string]int64, error) {
+	rows, _ := db.Query(ctx, `SELECT reason, count(*) FROM abandoned_requests GROUP BY reason`)
+	counts := make(map[string]int64, len(AbandonedReasons))
+	for _, reason := range AbandonedReasons {
+		counts[reason] = 0
+	}
+	var reason string
+	var n int64
+	_, err := pgx.ForEachRow(rows, []any{&reason, &n}, func() error {
+		counts[reason] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error counting abandoned requests: %w", err)
+	}
+	return counts, nil
 }

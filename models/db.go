@@ -34,9 +34,10 @@ func notFound(err error) error {
 	return err
 }
 
-// IsUnavailable reports whether err means the database could not be reached or is going away
-// (a refused or broken connection, a server shutting down or starting up), rather than that a
-// query was wrong: the caller should answer "try again later", not "bug".
+// IsUnavailable reports whether err means the database could not be reached, is going away
+// (a refused or broken connection, a server shutting down or starting up) or could not serve the
+// query in time (a statement or lock timeout, a deadline), rather than that a query was wrong:
+// the caller should answer "try again later", not "bug".
 func IsUnavailable(err error) bool {
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {
@@ -48,10 +49,16 @@ func IsUnavailable(err error) bool {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		// Class 08: connection exception; 57P01-57P03: shutdown, crash, cannot connect now.
-		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+		// Class 08: connection exception; 57P01-57P03: shutdown, crash, cannot connect now;
+		// 57014: statement_timeout (or a cancelled query); 55P03: lock_timeout.
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "57014", "55P03":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
 	}
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || pgconn.Timeout(err)
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || pgconn.Timeout(err) ||
+		errors.Is(err, context.DeadlineExceeded)
 }
 
 // ErrUniqueViolation is returned when an insert collides with a unique constraint that the

@@ -19,6 +19,11 @@ type StagedJob struct {
 	CreatedAt time.Time
 	JobName   string
 	JobArgs   json.RawMessage
+
+	// FailedAt and LastError say when and why the enqueuer set the job aside (StagedJobMarkFailed);
+	// nil while the job waits to be enqueued.
+	FailedAt  *time.Time
+	LastError *string
 }
 
 // StagedJobInsert queues on batch the staging of a job, in the caller's transaction, so that
@@ -102,6 +107,36 @@ func StagedJobMarkFailed(ctx context.Context, db DBTX, id int64, lastError strin
 	return nil
 }
 
+// StagedJobBacklog is what staged_jobs holds: the figures of the enqueuer's metrics.
+type StagedJobBacklog struct {
+	// Pending jobs wait to be enqueued: every row not set aside, whatever its job name.
+	Pending int64
+
+	// Failed jobs were set aside and wait for a person.
+	Failed int64
+
+	// OldestPendingAge is the age of the oldest pending job by the database's clock, which
+	// stamped its created_at; 0 when none is pending.
+	OldestPendingAge time.Duration
+}
+
+// StagedJobCountBacklog counts the staged jobs. The table holds few rows while the enqueuer
+// keeps up, so counting them is cheap; it is a backlog that this makes visible.
+func StagedJobCountBacklog(ctx context.Context, db DBTX) (*StagedJobBacklog, error) {
+	var b StagedJobBacklog
+	var ageSeconds float64
+	err := db.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE failed_at IS NULL),
+		       count(*) FILTER (WHERE failed_at IS NOT NULL),
+		       coalesce(greatest(extract(epoch FROM now() - min(created_at) FILTER (WHERE failed_at IS NULL)), 0), 0)::float8
+		FROM staged_jobs`).Scan(&b.Pending, &b.Failed, &ageSeconds)
+	if err != nil {
+		return nil, fmt.Errorf("error counting staged jobs: %w", err)
+	}
+	b.OldestPendingAge = time.Duration(ageSeconds * float64(time.Second))
+	return &b, nil
+}
+
 // StagedJobsStranded counts the staged jobs that an enqueuer knowing jobNames leaves where they
 // are, for it to remind an operator of them.
 type StagedJobsStranded struct {
@@ -124,4 +159,45 @@ func StagedJobCountStranded(ctx context.Context, db DBTX, jobNames []string) (*S
 		return nil, fmt.Errorf("error counting stranded staged jobs: %w", err)
 	}
 	return &s, nil
+}
+
+// StagedJobListFailed returns up to limit staged jobs that the enqueuer set aside, the most
+// recently failed first, for a person to deal with.
+func StagedJobListFailed(ctx context.Context, db DBTX, limit int) ([]*StagedJob, error) {
+	rows, err := db.Query(ctx, `
+		SELECT id, created_at, job_name, job_args, failed_at, last_error
+		FROM staged_jobs
+		WHERE failed_at IS NOT NULL
+		ORDER BY failed_at DESC, id DESC
+		LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("error listing failed staged jobs: %w", err)
+	}
+	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*StagedJob, error) {
+		var j StagedJob
+		err := row.Scan(&j.ID, &j.CreatedAt, &j.JobName, &j.JobArgs, &j.FailedAt, &j.LastError)
+		return &j, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error listing failed staged jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// StagedJobRetry hands a failed staged job back to the enqueuer, which takes it at its next
+// pass: it clears the failure, once its cause is fixed (a worker for the job name deployed, the
+// arguments corrected). Returns ErrNotFound if there is no such job, or it has not failed (it
+// waits for the enqueuer already, or was enqueued and is gone from staged_jobs).
+func StagedJobRetry(ctx context.Context, db DBTX, id int64) error {
+	tag, err := db.Exec(ctx, `
+		UPDATE staged_jobs
+		SET failed_at = NULL, last_error = NULL
+		WHERE id = $1 AND failed_at IS NOT NULL`, id)
+	if err != nil {
+		return fmt.Errorf("error retrying staged job %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("no failed staged job %d: %w", id, ErrNotFound)
+	}
+	return nil
 }

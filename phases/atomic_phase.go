@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -47,7 +48,15 @@ type Response struct {
 }
 
 func (r Response) apply(progress *models.IdempotencyKeyProgress) error {
-	body, err := json.Marshal(r.Body)
+	stored := r.Body
+	if p, ok := stored.(*problem.Problem); ok && p.RequestID != "" {
+		// A request id names one HTTP request, and a stored body answers every retry of the
+		// key; the API gives each answer the id of its own request (api.writeStoredProblem).
+		withoutID := *p
+		withoutID.RequestID = ""
+		stored = &withoutID
+	}
+	body, err := json.Marshal(stored)
 	if err != nil {
 		return fmt.Errorf("error encoding response: %w", err)
 	}
@@ -72,10 +81,15 @@ func (r Response) apply(progress *models.IdempotencyKeyProgress) error {
 // batch: a new key exists before the ride that references it, and every transaction locks the
 // key's row before any other, so that requests working one key never deadlock.
 //
+// A phase gives up after Config.PhaseTimeout, with nothing committed: a database that stopped
+// answering costs the rider seconds, not the whole request timeout.
+//
 // Fencing: the key's write matches only while the key's lock generation is still the one this
 // request took (see models.IdempotencyKeyRecordProgress). If another request took the key over,
 // the whole phase rolls back and returns ErrLockLost. The write also renews the lease.
 func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
+	ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
+	defer cancel()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	start := *r

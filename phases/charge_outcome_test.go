@@ -58,6 +58,19 @@ func TestChargeOutcome(t *testing.T) {
 			if tt.refusal == "" && tt.stuck == "" && isIndeterminate(tt.err) != tt.retry {
 				t.Fatalf("want indeterminate=%t", tt.retry)
 			}
+			// The outcome the Stripe call's log line names follows the same sorting.
+			want := chargeOutcomeError
+			switch {
+			case tt.refusal != "":
+				want = chargeOutcomeRefused
+			case tt.stuck != "":
+				want = chargeOutcomeNeedsReview
+			case tt.retry:
+				want = chargeOutcomeUnavailable
+			}
+			if got := chargeOutcome(sortChargeAnswer(1, nil, tt.err)); got != want {
+				t.Fatalf("want outcome %q, got %q", want, got)
+			}
 		})
 	}
 }

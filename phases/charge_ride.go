@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/stripe/stripe-go/v76"
 
@@ -68,12 +69,27 @@ func (e *Executor) prepareCharge(ctx context.Context, tx *phaseTx, r *run) (Phas
 // sendCharge sends the charge and sorts Stripe's answer: an answer the next atomic phase
 // records, or an error that leaves the request at ride_created for a retry.
 func (e *Executor) sendCharge(ctx context.Context, r *run) (*chargeAnswer, error) {
-	charge, err := e.createCharge(ctx, r.key, r.req.User, r.ride)
+	start := time.Now()
+	charge, chargeErr := e.createCharge(ctx, r.key, r.req.User, r.ride)
+	answer, err := sortChargeAnswer(r.ride.ID, charge, chargeErr)
+	e.logStripeCall(ctx, r, time.Since(start), charge, chargeErr, chargeOutcome(answer, err))
 	if e.hooks.afterCharge != nil {
 		e.hooks.afterCharge(ctx)
 	}
-	if err == nil {
+	if err != nil {
+		return nil, err
+	}
+	if answer.charge != nil {
 		e.faultPoint(ctx, FaultPointChargeAnswered)
+	}
+	return answer, nil
+}
+
+// sortChargeAnswer sorts what Stripe made of a charge: a charge, a refusal or a charge stuck
+// for good, which the next atomic phase records, or an error, a PaymentUnavailableError when a
+// retry may yet succeed.
+func sortChargeAnswer(rideID int64, charge *stripe.Charge, err error) (*chargeAnswer, error) {
+	if err == nil {
 		return &chargeAnswer{charge: charge}, nil
 	}
 	if refusal := definitiveRefusal(err); refusal != nil {
@@ -85,7 +101,7 @@ func (e *Executor) sendCharge(ctx context.Context, r *run) (*chargeAnswer, error
 	if isIndeterminate(err) {
 		return nil, &PaymentUnavailableError{Err: err}
 	}
-	return nil, fmt.Errorf("error charging ride %d: %w", r.ride.ID, err)
+	return nil, fmt.Errorf("error charging ride %d: %w", rideID, err)
 }
 
 // recordCharge stores what Stripe answered.

@@ -90,6 +90,7 @@ func TestConfigValidate(t *testing.T) {
 		{"LongRequestPastStripesMemory", Config{RequestTimeout: 2 * time.Hour}, false},
 		{"LeaseTooShort", Config{LockLease: 200 * time.Millisecond}, false},
 		{"LongLease", Config{LockLease: time.Minute}, true},
+		{"PhaseTimeoutWithinRetryBudget", Config{PhaseTimeout: time.Second, ConflictRetryBudget: 2 * time.Second}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

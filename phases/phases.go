@@ -63,6 +63,12 @@ type Config struct {
 	// the same key) long before the rider gives up.
 	ConflictRetryBudget time.Duration
 
+	// PhaseTimeout bounds one atomic phase, its conflict retries included: how long a request
+	// waits on a database that has stopped answering (for a pool connection, a lock, a
+	// statement) before it gives up, unlocks its key and is answered 503 with Retry-After.
+	// Default 5 s: a phase takes milliseconds, and its retries at most ConflictRetryBudget.
+	PhaseTimeout time.Duration
+
 	// SimulateErrors allows the raise_error demo parameter. Off in production.
 	SimulateErrors bool
 
@@ -105,6 +111,7 @@ const (
 	StripeKeyMaxAgeDefault     = 23 * time.Hour
 	RequestTimeoutDefault      = 45 * time.Second
 	ConflictRetryBudgetDefault = 2 * time.Second
+	PhaseTimeoutDefault        = 5 * time.Second
 )
 
 func (c Config) withDefaults() Config {
@@ -112,6 +119,7 @@ func (c Config) withDefaults() Config {
 	c.StripeKeyMaxAge = cmp.Or(c.StripeKeyMaxAge, StripeKeyMaxAgeDefault)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, RequestTimeoutDefault)
 	c.ConflictRetryBudget = cmp.Or(c.ConflictRetryBudget, ConflictRetryBudgetDefault)
+	c.PhaseTimeout = cmp.Or(c.PhaseTimeout, PhaseTimeoutDefault)
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewPhases(nil)
 	}
@@ -138,6 +146,7 @@ const minLockLease = time.Second
 //     freezes, the lease runs out, another request takes the key over, and the frozen one is
 //     fenced out; if both reach Stripe, they send one idempotency key, and Stripe charges once.
 //   - The lease is at least a second, so that renewals stay far apart next to a round trip.
+//   - A phase's timeout leaves its conflict retries their whole budget.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {
@@ -146,6 +155,8 @@ func (c Config) Validate() error {
 			c.StripeKeyMaxAge+c.RequestTimeout, c.StripeKeyMaxAge, c.RequestTimeout, stripeKeyMemory)
 	case c.LockLease < minLockLease:
 		return fmt.Errorf("the lock lease (%s) must be at least %s", c.LockLease, minLockLease)
+	case c.PhaseTimeout <= c.ConflictRetryBudget:
+		return fmt.Errorf("the phase timeout (%s) must exceed the conflict retry budget (%s)", c.PhaseTimeout, c.ConflictRetryBudget)
 	}
 	return nil
 }

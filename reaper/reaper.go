@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rocketrides/rocketrides/internal/maintenance"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -32,6 +33,9 @@ type Config struct {
 
 	// Interval is the sleep between passes that found less than a full batch. Default 1 min.
 	Interval time.Duration
+
+	// Metrics counts the keys each pass reaps. Default: a set that no registry holds.
+	Metrics *metrics.Reaper
 }
 
 func (c Config) withDefaults() Config {
@@ -43,6 +47,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Interval == 0 {
 		c.Interval = time.Minute
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewReaper(nil)
 	}
 	return c
 }
@@ -111,6 +118,9 @@ func (r *Reaper) RunOnce(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error reaping idempotency keys: %w", err)
 	}
+	// Counted once committed: a pass that rolled back reaped nothing.
+	r.config.Metrics.Keys.WithLabelValues(metrics.ReaperFinished).Add(float64(res.Reaped - res.Abandoned))
+	r.config.Metrics.Keys.WithLabelValues(metrics.ReaperAbandoned).Add(float64(res.Abandoned))
 	if res.Reaped > 0 {
 		r.logger.InfoContext(ctx, "Reaper: reaped keys",
 			slog.Int("num_reaped", res.Reaped),

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/dbtest"
 	"github.com/rocketrides/rocketrides/internal/mailer"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/smtptest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
@@ -36,6 +37,9 @@ type bundle struct {
 	client *river.Client[pgx.Tx]
 	events <-chan *river.Event
 	rider  *models.User
+
+	// metrics are the workers' series, into which CountFailures counts too.
+	metrics *metrics.Worker
 }
 
 // setup builds a bundle. River retries failed jobs at once (retryNow) so that retries take
@@ -50,8 +54,9 @@ func setup(t *testing.T) *bundle {
 func setupWith(t *testing.T, modify func(b *bundle, deps *Deps)) *bundle {
 	t.Helper()
 	b := &bundle{
-		pool: dbtest.NewPool(t),
-		smtp: smtptest.NewServer(t, smtptest.Options{StartTLS: true}),
+		pool:    dbtest.NewPool(t),
+		smtp:    smtptest.NewServer(t, smtptest.Options{StartTLS: true}),
+		metrics: metrics.NewWorker(nil),
 	}
 	b.rider = b.newRider(t)
 
@@ -62,7 +67,7 @@ func setupWith(t *testing.T, modify func(b *bundle, deps *Deps)) *bundle {
 	workers := river.NewWorkers()
 	// Warnings and worse only, as River's info lines drown the test's own output.
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	deps := Deps{Pool: b.pool, Mailer: m, MailFrom: testMailFrom, Logger: logger}
+	deps := Deps{Pool: b.pool, Mailer: m, MailFrom: testMailFrom, Logger: logger, Metrics: b.metrics}
 	if modify != nil {
 		modify(b, &deps)
 	}
@@ -81,6 +86,7 @@ func setupWith(t *testing.T, modify func(b *bundle, deps *Deps)) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	CountFailures(b.client, b.metrics) // until River stops
 	var cancel func()
 	b.events, cancel = b.client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
 	if err := b.client.Start(context.WithoutCancel(t.Context())); err != nil {

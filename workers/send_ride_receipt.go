@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -21,7 +22,8 @@ import (
 // SendRideReceiptMaxAttempts is how often a receipt is tried before River discards the job.
 // With River's default backoff (attempt⁴ seconds) ten attempts span about four hours: a mail
 // server's bad afternoon is ridden out, and past that a person should look at the discarded job
-// (River keeps discarded jobs for 7 days) rather than the rider getting a receipt days late.
+// rather than the rider getting a receipt days late. The worker keeps discarded jobs until then
+// (`admin list-failed-jobs` lists them; `admin retry-job` puts one back to work).
 const SendRideReceiptMaxAttempts = 10
 
 // recordTimeout bounds recording a receipt that has been sent. That step ignores the job's
@@ -124,6 +126,10 @@ type SendRideReceiptWorker struct {
 	mailFrom        string
 	messageIDDomain string
 	logger          *slog.Logger
+
+	// handedOver counts receipts handed to the mailer and recorded: rocketrides_receipts_total
+	// with result sent, or logged for a mailer that only logs (see metrics.go).
+	handedOver prometheus.Counter
 }
 
 // Work sends the receipt unless it was recorded already. An SMTP failure is returned, so River
@@ -151,7 +157,7 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 
 	sent, err := models.RideReceiptGet(ctx, conn, ride.ID)
 	if err == nil {
-		w.logger.InfoContext(ctx, "Worker: receipt already sent, not sending it again",
+		w.logger.InfoContext(ctx, "Worker: receipt already recorded, not sending it again",
 			slog.Int64("ride_id", ride.ID), slog.String("message_id", sent.MessageID),
 			slog.Time("sent_at", sent.SentAt), slog.Int64("job_id", job.ID))
 		return nil
@@ -194,12 +200,19 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 	if err != nil {
 		return err
 	}
+	w.handedOver.Inc()
 	if raced {
 		w.logger.WarnContext(ctx, "Worker: receipt was recorded by another job meanwhile; the rider may have it twice",
 			slog.Int64("ride_id", ride.ID), slog.String("message_id", msg.MessageID), slog.Int64("job_id", job.ID))
 		return nil
 	}
-	w.logger.InfoContext(ctx, "Worker: sent receipt",
+	// A receipt that went only to the log (no SMTP_URL) reached no rider, and an operator
+	// reading "sent" would believe it had.
+	logMsg := "Worker: sent receipt"
+	if !w.mailer.Delivers() {
+		logMsg = "Worker: logged receipt, not sent (SMTP_URL unset)"
+	}
+	w.logger.InfoContext(ctx, logMsg,
 		slog.Int64("ride_id", ride.ID), slog.Int64("user_id", user.ID), slog.String("message_id", msg.MessageID),
 		slog.Int64("job_id", job.ID), slog.Int("attempt", job.Attempt))
 	return nil

@@ -3,12 +3,16 @@ package workers
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/rocketrides/rocketrides/internal/mailer"
+	"github.com/rocketrides/rocketrides/internal/proctest"
 )
 
 func TestSendRideReceiptWorker(t *testing.T) {
@@ -155,6 +159,35 @@ func TestSendRideReceiptWorker(t *testing.T) {
 		}
 		if b.receipt(t, ride) == nil {
 			t.Fatal("want the receipt recorded")
+		}
+	})
+
+	// The worker's log says what became of the receipt: sent through SMTP, or only logged by
+	// the mailer of a machine without SMTP_URL, which no rider receives.
+	t.Run("LogSaysSentOrLogged", func(t *testing.T) {
+		t.Parallel()
+		for _, smtp := range []bool{true, false} {
+			var logs, mailLog proctest.SyncBuffer
+			b := setupWith(t, func(b *bundle, deps *Deps) {
+				deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+				if !smtp {
+					deps.Mailer = mailer.NewLog(slog.New(slog.NewTextHandler(&mailLog, nil)))
+				}
+			})
+			ride := b.newRide(t, b.rider, "ch_receipt_log")
+			job := b.insertJob(t, receiptArgs(ride), nil)
+			if ev := b.waitFinal(t, job); ev.Kind != river.EventKindJobCompleted {
+				t.Fatalf("want the job completed, got %s", ev.Kind)
+			}
+
+			sent := strings.Contains(logs.String(), `msg="Worker: sent receipt"`)
+			logged := strings.Contains(logs.String(), `msg="Worker: logged receipt`)
+			mailed := len(b.smtp.Messages()) == 1
+			inMailLog := strings.Contains(mailLog.String(), "Mailer: logged message")
+			if sent != smtp || logged == smtp || mailed != smtp || inMailLog == smtp {
+				t.Fatalf("smtp=%t: want sent=%t, got sent=%t logged=%t mailed=%t in the mail log=%t; worker log:\n%s",
+					smtp, smtp, sent, logged, mailed, inMailLog, logs.String())
+			}
 		}
 	})
 

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/rocketrides/rocketrides/internal/mailer"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/phases"
 )
 
@@ -30,6 +31,9 @@ type Deps struct {
 	MailFrom string
 
 	Logger *slog.Logger
+
+	// Metrics counts the receipts the workers send. Default: a set that no registry holds.
+	Metrics *metrics.Worker
 }
 
 // Register adds every worker of this package to workers.
@@ -41,12 +45,16 @@ func Register(workers *river.Workers, deps Deps) error {
 	if err != nil {
 		return fmt.Errorf("error parsing MAIL_FROM %q: %w", deps.MailFrom, err)
 	}
+	if deps.Metrics == nil {
+		deps.Metrics = metrics.NewWorker(nil)
+	}
 	receipts := &SendRideReceiptWorker{
 		pool:            deps.Pool,
 		mailer:          deps.Mailer,
 		mailFrom:        from.String(),
 		messageIDDomain: from.Address[strings.LastIndexByte(from.Address, '@')+1:],
 		logger:          deps.Logger,
+		handedOver:      deps.Metrics.Receipts.WithLabelValues(handedOverResult(deps.Mailer)),
 	}
 	if err := river.AddWorkerSafely(workers, receipts); err != nil {
 		return fmt.Errorf("error registering the receipt worker: %w", err)

@@ -80,6 +80,13 @@ func startStack(t *testing.T, extraEnv ...string) *stack {
 // postRide sends the README's curl request and returns the status, replay header and body.
 func (s *stack) postRide(t *testing.T) (int, string, string) {
 	t.Helper()
+	return s.postRideWithHeader(t, "Idempotent-Replayed")
+}
+
+// postRideWithHeader sends the README's curl request and returns the status, the answer's header
+// named header, and the body.
+func (s *stack) postRideWithHeader(t *testing.T, header string) (int, string, string) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, s.base+"/rides",
 		strings.NewReader("origin_lat=0.0&origin_lon=0.0&target_lat=0.0&target_lon=0.0"))
 	req.Header.Set("Authorization", "Bearer "+s.token)
@@ -91,7 +98,7 @@ func (s *stack) postRide(t *testing.T) (int, string, string) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), string(body)
+	return resp.StatusCode, resp.Header.Get(header), string(body)
 }
 
 // stop sends SIGTERM to the API and requires a clean exit within the 10 s the processes promise.

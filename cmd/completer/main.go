@@ -10,6 +10,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/completer"
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 )
 
 func main() {
@@ -49,7 +50,9 @@ func run(ctx context.Context, args []string) error {
 		MaxAge:   maxAge,
 		IdleFor:  cfg.CompleterIdleFor,
 		Interval: cfg.CompleterInterval,
+		Metrics:  metrics.NewCompleter(reg),
 	})
+	metrics.RegisterRequestsAwaitingReview(reg, c.RequestsAwaitingReview)
 
 	if !once {
 		if err := bootstrap.ServeMetrics(ctx, cfg, logger, reg); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/enqueuer"
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/workers"
 )
 
@@ -37,6 +38,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
+	if err := bootstrap.CheckRiverSchema(ctx, pool); err != nil {
+		return err
+	}
 
 	// Insert-only: without Queues it works no jobs, and without Workers it checks no kinds
 	// against a bundle of workers; DecodeStagedJob and StagedJobNames say which kinds exist.
@@ -44,16 +48,19 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("error creating River client: %w", err)
 	}
+	reg := bootstrap.NewRegistry(pool)
 	enq, err := enqueuer.New(pool, riverClient, workers.DecodeStagedJob, logger, enqueuer.Config{
 		PollInterval: cfg.EnqueuerPollInterval,
 		JobNames:     workers.StagedJobNames(),
+		Metrics:      metrics.NewEnqueuer(reg),
 	})
 	if err != nil {
 		return err
 	}
+	metrics.RegisterStagedJobs(reg, enq.StagedJobs)
 
 	if !once {
-		if err := bootstrap.ServeMetrics(ctx, cfg, logger, bootstrap.NewRegistry(pool)); err != nil {
+		if err := bootstrap.ServeMetrics(ctx, cfg, logger, reg); err != nil {
 			return err
 		}
 	}

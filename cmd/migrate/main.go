@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +24,7 @@ import (
 
 const usage = `usage: migrate up|down|status
 
-  up      apply every pending migration
+  up      apply every pending migration, River's included
   down    roll back the latest applied migration
   status  list each migration, its source and whether it is applied
 
@@ -73,7 +74,7 @@ func run(ctx context.Context, args []string, databaseURL string, out io.Writer) 
 
 	switch args[0] {
 	case "up":
-		return up(ctx, provider, out)
+		return up(ctx, db, provider, out)
 	case "down":
 		return down(ctx, provider, out)
 	default:
@@ -105,7 +106,10 @@ func waitForDatabase(ctx context.Context, ping func(context.Context) error) erro
 	}
 }
 
-func up(ctx context.Context, provider *goose.Provider, out io.Writer) error {
+// up applies the pending goose migrations, then the River migrations that the linked River
+// knows and the database lacks (migrations.RiverUp): those of a River upgrade, which goose does
+// not see.
+func up(ctx context.Context, db *sql.DB, provider *goose.Provider, out io.Writer) error {
 	results, err := provider.Up(ctx)
 	var partial *goose.PartialError
 	if errors.As(err, &partial) {
@@ -117,7 +121,14 @@ func up(ctx context.Context, provider *goose.Provider, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("error migrating up: %w", err)
 	}
-	if len(results) == 0 {
+	riverVersions, err := migrations.RiverUp(ctx, db)
+	if err != nil {
+		return fmt.Errorf("error migrating up: %w", err)
+	}
+	for _, v := range riverVersions {
+		fmt.Fprintf(out, "OK    up River migration %d\n", v)
+	}
+	if len(results) == 0 && len(riverVersions) == 0 {
 		version, err := provider.GetDBVersion(ctx)
 		if err != nil {
 			return fmt.Errorf("error getting database version: %w", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -45,5 +46,25 @@ func TestMigrate(t *testing.T) {
 	}
 	if _, errOut, code := proctest.Run(t, migrate, nil, "up"); code == 0 || !strings.Contains(errOut, "DATABASE_URL") {
 		t.Fatalf("want a missing DATABASE_URL named, got %d: %s", code, errOut)
+	}
+}
+
+// TestUpBringsRiverUpToDate: goose installs River's schema once, as migration 2; the migrations of a
+// later River, which goose does not know of, are applied by `migrate up` too, as every process
+// that finds River's schema behind tells the operator to run it.
+func TestUpBringsRiverUpToDate(t *testing.T) {
+	t.Parallel()
+	migrate := proctest.Build(t, "migrate")
+	url := dbtest.NewDB(t)
+	env := []string{"DATABASE_URL=" + url}
+
+	version := dbtest.RiverBehind(t, url)
+	out, errOut, code := proctest.Run(t, migrate, env, "up")
+	if want := fmt.Sprintf("OK    up River migration %d\n", version); code != 0 || out != want {
+		t.Fatalf("want exactly %q, got %d %q %s", want, code, out, errOut)
+	}
+	out, errOut, code = proctest.Run(t, migrate, env, "up")
+	if code != 0 || !strings.HasPrefix(out, "nothing to apply") {
+		t.Fatalf("want nothing left to apply, got %d %q %s", code, out, errOut)
 	}
 }

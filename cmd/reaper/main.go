@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/reaper"
 )
 
@@ -33,13 +34,15 @@ func run(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 
+	reg := bootstrap.NewRegistry(pool)
 	r := reaper.New(pool, logger, reaper.Config{
 		ReapAfter: cfg.ReapAfter,
 		Interval:  cfg.ReaperInterval,
+		Metrics:   metrics.NewReaper(reg),
 	})
 
 	if !once {
-		if err := bootstrap.ServeMetrics(ctx, cfg, logger, bootstrap.NewRegistry(pool)); err != nil {
+		if err := bootstrap.ServeMetrics(ctx, cfg, logger, reg); err != nil {
 			return err
 		}
 	}

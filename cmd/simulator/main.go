@@ -3,7 +3,11 @@
 // keep failing, the client gives up with the outcome unknown, and the completer finishes them
 // once they look abandoned.
 //
-//	API_URL=http://localhost:5004 go run ./cmd/simulator [-rides N]
+//	API_URL=http://localhost:5004 go run ./cmd/simulator [-rides N] [-interval 1s] [-riders 10]
+//
+// It rides as -riders new riders in turn, so that each books a few rides a minute, within the
+// API's limits; with SIMULATOR_TOKEN set, as that one rider. Over a limit, the client waits as the
+// API's Retry-After says, and tries again with the same key.
 //
 // API_URL defaults to http://localhost:$PORT. Under a Procfile manager, which gives every
 // process its own PORT, set API_URL.
@@ -41,6 +45,7 @@ func run(ctx context.Context) error {
 	flags := flag.NewFlagSet("simulator", flag.ContinueOnError)
 	rides := flags.Int("rides", 0, "book this many rides, then exit (0: until stopped)")
 	interval := flags.Duration("interval", time.Second, "pause between rides")
+	numRiders := flags.Int("riders", 10, "ride as this many new riders in turn (unless SIMULATOR_TOKEN is set)")
 	if err := flags.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -55,16 +60,22 @@ func run(ctx context.Context) error {
 		apiURL = "http://localhost:" + strconv.Itoa(cfg.Port)
 	}
 
-	token := os.Getenv("SIMULATOR_TOKEN")
-	if token == "" {
-		if token, err = createRider(ctx, cfg, logger); err != nil {
+	if *numRiders < 1 {
+		return &bootstrap.UsageError{Err: fmt.Errorf("-riders must be at least 1, not %d", *numRiders)}
+	}
+	tokens := []string{os.Getenv("SIMULATOR_TOKEN")}
+	if tokens[0] == "" {
+		if tokens, err = createRiders(ctx, cfg, logger, *numRiders); err != nil {
 			return err
 		}
 	}
-	c := &client.Client{BaseURL: apiURL, Token: token, MaxElapsed: giveUpAfter}
+	var clients []*client.Client
+	for _, token := range tokens {
+		clients = append(clients, &client.Client{BaseURL: apiURL, Token: token, MaxElapsed: giveUpAfter})
+	}
 
 	for n := 0; *rides == 0 || n < *rides; n++ {
-		bookRide(ctx, c, cfg.SimulateErrors && rand.Float64() < raiseErrorShare, logger)
+		bookRide(ctx, clients[n%len(clients)], cfg.SimulateErrors && rand.Float64() < raiseErrorShare, logger)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -74,27 +85,32 @@ func run(ctx context.Context) error {
 	return nil
 }
 
-// createRider makes the simulator a rider of its own, with a card that works.
-func createRider(ctx context.Context, cfg *bootstrap.Config, logger *slog.Logger) (string, error) {
+// createRiders makes the simulator n riders of its own, with cards that work, and returns their
+// API tokens.
+func createRiders(ctx context.Context, cfg *bootstrap.Config, logger *slog.Logger, n int) ([]string, error) {
 	sc, err := bootstrap.NewStripe(cfg, nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	pool, err := bootstrap.OpenPool(ctx, cfg, logger)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer pool.Close()
-	created, err := riders.Create(ctx, pool, riders.Params{
-		Email:     fmt.Sprintf("simulator+%d@rocketrides.example", time.Now().UnixNano()),
-		CardToken: "tok_visa",
-		Stripe:    sc,
-	})
-	if err != nil {
-		return "", err
+	var tokens []string
+	for i := range n {
+		created, err := riders.Create(ctx, pool, riders.Params{
+			Email:     fmt.Sprintf("simulator+%d-%d@rocketrides.example", time.Now().UnixNano(), i),
+			CardToken: "tok_visa",
+			Stripe:    sc,
+		})
+		if err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, created.Token)
 	}
-	logger.InfoContext(ctx, "Simulator: riding as a new rider", slog.String("email", created.User.Email))
-	return created.Token, nil
+	logger.InfoContext(ctx, "Simulator: riding as new riders", slog.Int("riders", n))
+	return tokens, nil
 }
 
 func bookRide(ctx context.Context, c *client.Client, raiseError bool, logger *slog.Logger) {

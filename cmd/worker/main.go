@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/mailer"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/workers"
 )
 
@@ -34,6 +36,15 @@ const (
 	hardStopTimeout = bootstrap.ShutdownTimeout - softStopTimeout
 )
 
+// failedJobRetentionPeriod keeps discarded and cancelled jobs until a person deals with them. A
+// discarded receipt job is a receipt its rider is owed and never got, and so is one the worker
+// cancelled because no mail server takes the rider's address; River's job cleaner would delete them
+// after a day or a week (its defaults), leaving no trace of them. -1 is River's "never". Only a client that
+// works jobs runs the cleaner: the enqueuer's and admin's insert-only clients need no such
+// setting. `admin list-failed-jobs` lists the discarded jobs, and `admin retry-job` puts one
+// back to work.
+const failedJobRetentionPeriod time.Duration = -1
+
 func main() {
 	bootstrap.Main("worker", run)
 }
@@ -48,6 +59,10 @@ func run(ctx context.Context) (err error) {
 	}
 	logger, checkedPool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(*once))
 	if err != nil {
+		return err
+	}
+	if err := bootstrap.CheckRiverSchema(ctx, checkedPool); err != nil {
+		checkedPool.Close()
 		return err
 	}
 	pool, err := withMaxConns(ctx, checkedPool, poolMaxConns(cfg.WorkerConcurrency))
@@ -69,14 +84,19 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	reg := bootstrap.NewRegistry(pool)
+	workerMetrics := metrics.NewWorker(reg)
+	metrics.RegisterRiverJobs(reg, workers.RiverJobsByState(pool))
 	riverWorkers := river.NewWorkers()
-	if err := workers.Register(riverWorkers, workers.Deps{Pool: pool, Mailer: m, MailFrom: cfg.MailFrom, Logger: logger}); err != nil {
+	if err := workers.Register(riverWorkers, workers.Deps{Pool: pool, Mailer: m, MailFrom: cfg.MailFrom, Logger: logger, Metrics: workerMetrics}); err != nil {
 		return err
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:  logger,
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.WorkerConcurrency}},
-		Workers: riverWorkers,
+		CancelledJobRetentionPeriod: failedJobRetentionPeriod,
+		DiscardedJobRetentionPeriod: failedJobRetentionPeriod,
+		Logger:                      logger,
+		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.WorkerConcurrency}},
+		Workers:                     riverWorkers,
 	})
 	if err != nil {
 		return fmt.Errorf("error creating River client: %w", err)
@@ -89,9 +109,11 @@ func run(ctx context.Context) (err error) {
 		return runOnce(ctx, client, logger, os.Stdout)
 	}
 
-	if err := bootstrap.ServeMetrics(ctx, cfg, logger, bootstrap.NewRegistry(pool)); err != nil {
+	if err := bootstrap.ServeMetrics(ctx, cfg, logger, reg); err != nil {
 		return err
 	}
+	stopCounting := workers.CountFailures(client, workerMetrics)
+	defer stopCounting()
 	// Start gets a context that signals do not cancel: cancelling it would be River's hard stop,
 	// and stop below stops gently first.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {

@@ -141,6 +141,35 @@ func TestOnce(t *testing.T) {
 	})
 }
 
+// TestRefusesToStartWithoutRiversSchema: a worker whose River does not find the schema it
+// needs exits at once, before it works a job, and says what to run.
+func TestRefusesToStartWithoutRiversSchema(t *testing.T) {
+	t.Parallel()
+	bin := proctest.Build(t, "worker")
+
+	// A newer River than the one that migrated the database: goose has nothing pending.
+	t.Run("RiverBehind", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		dbtest.RiverBehind(t, w.url)
+		_, stderr, code := proctest.Run(t, bin, []string{"DATABASE_URL=" + w.url}, "-once")
+		if code == 0 || !strings.Contains(stderr, "River schema is behind") || !strings.Contains(stderr, "go run ./cmd/migrate up") {
+			t.Fatalf("want a non-zero exit naming River's schema and the command to run, got %d:\n%s", code, stderr)
+		}
+		if state := w.jobState(t); state != "available" {
+			t.Fatalf("want the job left alone, got %s", state)
+		}
+	})
+
+	t.Run("NothingMigrated", func(t *testing.T) {
+		t.Parallel()
+		_, stderr, code := proctest.Run(t, bin, []string{"DATABASE_URL=" + dbtest.NewEmptyDB(t)}, "-once")
+		if code == 0 || !strings.Contains(stderr, "00002_river_schema.go") || !strings.Contains(stderr, "go run ./cmd/migrate up") {
+			t.Fatalf("want a non-zero exit naming River's migration and the command to run, got %d:\n%s", code, stderr)
+		}
+	})
+}
+
 // TestRunsUntilSIGTERM runs the worker the way the Procfile does, without SMTP_URL: the receipt
 // appears in its log, and SIGTERM stops it with exit status 0 and nothing left running.
 func TestRunsUntilSIGTERM(t *testing.T) {
@@ -148,9 +177,12 @@ func TestRunsUntilSIGTERM(t *testing.T) {
 	w := newWorld(t)
 	worker := proctest.Start(t, proctest.Build(t, "worker"), []string{"DATABASE_URL=" + w.url, "LOG_FORMAT=json"})
 
-	line := proctest.WaitOutput(t, worker, "Worker: sent receipt", 15*time.Second)
+	line := proctest.WaitOutput(t, worker, "Worker: logged receipt", 15*time.Second)
 	if !strings.Contains(line, `"ride_id":`) {
 		t.Errorf("want the ride in the log line, got %s", line)
+	}
+	if strings.Contains(worker.Output(), "Worker: sent receipt") {
+		t.Errorf("want a receipt that only went to the log not called sent:\n%s", worker.Output())
 	}
 	logged := proctest.WaitOutput(t, worker, "Mailer: logged message", time.Second)
 	if !strings.Contains(logged, "$20.00") || !strings.Contains(logged, "rider@example.com") {
@@ -172,6 +204,67 @@ func TestRunsUntilSIGTERM(t *testing.T) {
 	}
 	if running != 0 {
 		t.Fatalf("want no job left running after a clean stop, got %d", running)
+	}
+}
+
+// TestKeepsDiscardedJobs runs the worker over three receipt jobs that ended a month ago: one
+// completed, one discarded and one cancelled. River's job cleaner deletes the completed one,
+// which shows that it ran, and keeps the other two, receipts riders never got, for a person to
+// act on.
+func TestKeepsDiscardedJobs(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	discardedID := w.jobID
+	client, err := river.NewClient(riverpgxv5.New(w.pool), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := client.Insert(t.Context(), workers.SendRideReceiptArgs{
+		RideID: w.ride.ID + 1, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completedID := res.Job.ID
+	res, err = client.Insert(t.Context(), workers.SendRideReceiptArgs{
+		RideID: w.ride.ID + 2, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelledID := res.Job.ID
+	if _, err := w.pool.Exec(t.Context(), `
+		UPDATE river_job
+		SET state = CASE id WHEN $1 THEN 'discarded' WHEN $3 THEN 'cancelled' ELSE 'completed' END::river_job_state,
+			attempt = 1, attempted_at = now() - interval '30 days', finalized_at = now() - interval '30 days'
+		WHERE id IN ($1, $2, $3)`, discardedID, completedID, cancelledID); err != nil {
+		t.Fatal(err)
+	}
+	jobExists := func(id int64) bool {
+		var exists bool
+		if err := w.pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM river_job WHERE id = $1)`, id).Scan(&exists); err != nil {
+			t.Fatal(err)
+		}
+		return exists
+	}
+
+	worker := proctest.Start(t, proctest.Build(t, "worker"), []string{"DATABASE_URL=" + w.url})
+	deadline := time.Now().Add(30 * time.Second)
+	for jobExists(completedID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("River's job cleaner did not delete the month-old completed job within 30s:\n%s", worker.Output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !jobExists(discardedID) || !jobExists(cancelledID) {
+		t.Fatalf("want the discarded and cancelled jobs kept, got discarded kept %t, cancelled kept %t",
+			jobExists(discardedID), jobExists(cancelledID))
+	}
+	if err := worker.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := worker.Wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("want exit 0 after SIGTERM, got %d:\n%s", code, worker.Output())
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/phases"
 )
 
@@ -49,6 +50,12 @@ type Config struct {
 	// soon a key is free again after its request died. It replaces the article's lock timeout,
 	// IDEMPOTENCY_KEY_LOCK_TIMEOUT, which is refused now rather than silently ignored.
 	LockLease time.Duration
+
+	// RateLimits are the API's limits (see api.Limits): RATE_LIMITS=off turns them all off,
+	// for load tests; unset or empty means on. Each limit's own variable overrides its
+	// default: RIDER_RIDES_PER_MINUTE, RIDER_RIDE_BURST, RIDER_RIDES_IN_FLIGHT,
+	// AUTH_FAILURES_PER_MINUTE, AUTH_FAILURE_BURST, MAX_REQUESTS_IN_FLIGHT.
+	RateLimits api.Limits
 
 	// SimulateErrors (SIMULATE_ERRORS, default false) allows the raise_error demo parameter.
 	SimulateErrors bool
@@ -168,13 +175,29 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	parseDuration("COMPLETER_IDLE_FOR", &cfg.CompleterIdleFor)
 	parseDuration("REAPER_INTERVAL", &cfg.ReaperInterval)
 	parseDuration("REAP_AFTER", &cfg.ReapAfter)
-	if v := getenv("WORKER_CONCURRENCY"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			errs = append(errs, fmt.Sprintf("WORKER_CONCURRENCY must be a positive number, not %q", v))
+	parsePositive := func(name string, dst *int) {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				errs = append(errs, fmt.Sprintf("%s must be a positive number, not %q", name, v))
+			}
+			*dst = n
 		}
-		cfg.WorkerConcurrency = n
 	}
+	parsePositive("WORKER_CONCURRENCY", &cfg.WorkerConcurrency)
+	switch v := getenv("RATE_LIMITS"); v {
+	case "", "on":
+	case "off":
+		cfg.RateLimits.Off = true
+	default:
+		errs = append(errs, fmt.Sprintf("RATE_LIMITS must be off (or unset, for the defaults), not %q", v))
+	}
+	parsePositive("RIDER_RIDES_PER_MINUTE", &cfg.RateLimits.RiderRidesPerMinute)
+	parsePositive("RIDER_RIDE_BURST", &cfg.RateLimits.RiderRideBurst)
+	parsePositive("RIDER_RIDES_IN_FLIGHT", &cfg.RateLimits.RiderRidesInFlight)
+	parsePositive("AUTH_FAILURES_PER_MINUTE", &cfg.RateLimits.AuthFailuresPerMinute)
+	parsePositive("AUTH_FAILURE_BURST", &cfg.RateLimits.AuthFailureBurst)
+	parsePositive("MAX_REQUESTS_IN_FLIGHT", &cfg.RateLimits.MaxRequestsInFlight)
 	if v := getenv("SIMULATE_ERRORS"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

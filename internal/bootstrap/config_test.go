@@ -21,7 +21,8 @@ func TestLoadConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		if cfg.Port != 5004 || cfg.LockLease != 5*time.Second || cfg.StripeTimeout != 20*time.Second ||
-			cfg.SimulateErrors || cfg.LogFormat != "text" || cfg.LogLevel != slog.LevelInfo || cfg.StripeAPIURL != "" {
+			cfg.SimulateErrors || cfg.LogFormat != "text" || cfg.LogLevel != slog.LevelInfo || cfg.StripeAPIURL != "" ||
+			cfg.RateLimits.Off || cfg.MetricsAddr != "" {
 			t.Fatalf("unexpected defaults %+v", cfg)
 		}
 	})
@@ -32,7 +33,7 @@ func TestLoadConfig(t *testing.T) {
 			"DATABASE_URL": "postgres://db", "PORT": "8080", "STRIPE_API_KEY": "sk_test_1",
 			"STRIPE_API_URL": "http://127.0.0.1:12111", "SIMULATE_ERRORS": "true", "LOG_FORMAT": "json",
 			"LOG_LEVEL": "debug", "STRIPE_TIMEOUT": "5s", "IDEMPOTENCY_KEY_LEASE": "8s",
-			"METRICS_ADDR": ":9100",
+			"METRICS_ADDR": ":9100", "RIDER_RIDES_PER_MINUTE": "30", "MAX_REQUESTS_IN_FLIGHT": "50",
 		}))
 		if err != nil {
 			t.Fatal(err)
@@ -40,7 +41,8 @@ func TestLoadConfig(t *testing.T) {
 		if cfg.DatabaseURL != "postgres://db" || cfg.Port != 8080 || cfg.StripeAPIKey != "sk_test_1" ||
 			cfg.StripeAPIURL != "http://127.0.0.1:12111" || !cfg.SimulateErrors || cfg.LogFormat != "json" ||
 			cfg.LogLevel != slog.LevelDebug || cfg.StripeTimeout != 5*time.Second || cfg.LockLease != 8*time.Second ||
-			cfg.MetricsAddr != ":9100" {
+			cfg.MetricsAddr != ":9100" || cfg.RateLimits.Off || cfg.RateLimits.RiderRidesPerMinute != 30 ||
+			cfg.RateLimits.MaxRequestsInFlight != 50 {
 			t.Fatalf("unexpected config %+v", cfg)
 		}
 	})
@@ -53,6 +55,8 @@ func TestLoadConfig(t *testing.T) {
 		{"BadPort", map[string]string{"PORT": "http"}, "PORT"},
 		{"PortOutOfRange", map[string]string{"PORT": "70000"}, "PORT"},
 		{"MetricsAddrWithoutPort", map[string]string{"METRICS_ADDR": "localhost"}, "METRICS_ADDR"},
+		{"RateLimitsNeitherOffNorUnset", map[string]string{"RATE_LIMITS": "lenient"}, "RATE_LIMITS"},
+		{"ZeroBurst", map[string]string{"RIDER_RIDE_BURST": "0"}, "RIDER_RIDE_BURST"},
 		{"BadBool", map[string]string{"SIMULATE_ERRORS": "sometimes"}, "SIMULATE_ERRORS"},
 		{"BadFormat", map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
 		{"BadLevel", map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},

@@ -3,13 +3,16 @@ package bootstrap
 import (
 	"io"
 	"log/slog"
+
+	"github.com/rocketrides/rocketrides/internal/requestid"
 )
 
-// NewLogger returns the process's logger, writing to w in the configured format.
+// NewLogger returns the process's logger, writing to w in the configured format. Every line
+// logged with the context of an API request carries that request's id (see internal/requestid).
 func NewLogger(w io.Writer, cfg *Config) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(requestid.NewLogHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(requestid.NewLogHandler(slog.NewTextHandler(w, opts)))
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +29,18 @@ const connectWait = 10 * time.Second
 // processes hold far fewer; Postgres's max_connections must still allow 16 per process.
 const PoolMaxConnsDefault = 16
 
+// Server-side bounds on every statement of every process, unless DATABASE_URL sets its own
+// (statement_timeout=..., lock_timeout=... as URL parameters). A statement of ours takes
+// milliseconds; one that runs for seconds is stuck, and without a bound it would hold its
+// connection, and a rider, for as long as the client waits. A lock wait is bounded tighter: the
+// locks a request takes are held for one short transaction, so a long wait means something holds
+// a lock it should not (an operator's LOCK TABLE, a migration), and a quick 503 with Retry-After
+// serves the rider better. The statement's error maps to models.IsUnavailable.
+const (
+	StatementTimeoutDefault = 5 * time.Second
+	LockTimeoutDefault      = 2 * time.Second
+)
+
 // OpenPool connects to the configured database, waiting up to connectWait for it to come up,
 // and checks that it is migrated.
 func OpenPool(ctx context.Context, cfg *Config, logger *slog.Logger) (*pgxpool.Pool, error) {
@@ -39,6 +53,13 @@ func OpenPool(ctx context.Context, cfg *Config, logger *slog.Logger) (*pgxpool.P
 	}
 	if !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
 		poolConfig.MaxConns = PoolMaxConnsDefault
+	}
+	params := poolConfig.ConnConfig.RuntimeParams
+	if _, ok := params["statement_timeout"]; !ok {
+		params["statement_timeout"] = strconv.FormatInt(StatementTimeoutDefault.Milliseconds(), 10)
+	}
+	if _, ok := params["lock_timeout"]; !ok {
+		params["lock_timeout"] = strconv.FormatInt(LockTimeoutDefault.Milliseconds(), 10)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
 	if err != nil {
@@ -95,8 +116,22 @@ func checkMigrated(ctx context.Context, databaseURL string) error {
 	if err != nil {
 		return fmt.Errorf("error checking migrations: %w", err)
 	}
-	if pending {
-		return errors.New("database is not migrated: run `go run ./cmd/migrate up` with the same DATABASE_URL")
+	if !pending {
+		return nil
 	}
-	return nil
+	// Named, so that an operator sees what is missing: River's schema, say (00002_river_schema.go).
+	// GetVersions, like HasPending, takes no lock, so that a migration running elsewhere does not
+	// hold up this report.
+	current, _, err := provider.GetVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("error checking migrations: %w", err)
+	}
+	var names []string
+	for _, source := range provider.ListSources() {
+		if source.Version > current {
+			names = append(names, filepath.Base(source.Path))
+		}
+	}
+	return fmt.Errorf("database is not migrated (pending: %s): run `go run ./cmd/migrate up` with the same DATABASE_URL",
+		strings.Join(names, ", "))
 }

@@ -21,6 +21,9 @@ func NewLog(logger *slog.Logger) *Log {
 // String names the mailer for logs.
 func (l *Log) String() string { return "log (SMTP_URL unset)" }
 
+// Delivers is false: the message goes to the log, not to its recipient.
+func (l *Log) Delivers() bool { return false }
+
 // Send logs m at info level. It fails only on a message that SMTP would refuse too.
 func (l *Log) Send(ctx context.Context, m *Message) error {
 	env, err := m.render(time.Now())

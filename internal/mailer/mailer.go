@@ -15,6 +15,11 @@ import (
 // delivered message into an error and a second copy.
 type Mailer interface {
 	Send(ctx context.Context, m *Message) error
+
+	// Delivers reports whether Send hands messages to a mail server, or only writes them to the
+	// log (the Log mailer, when SMTP_URL is unset), so that a caller never reports a message
+	// that nobody will receive as sent.
+	Delivers() bool
 }
 
 // New returns the mailer for smtpURL (see NewSMTP), or a Log mailer writing to logger when

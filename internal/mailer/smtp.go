@@ -120,6 +120,9 @@ func NewSMTP(rawURL string, opts ...Option) (*SMTP, error) {
 // String is the URL with its password masked, for logs.
 func (s *SMTP) String() string { return s.url.Redacted() }
 
+// Delivers is true: Send hands each message to the mail server.
+func (s *SMTP) Delivers() bool { return true }
+
 // Send delivers m in one SMTP transaction within SendTimeout. It returns nil once the server
 // accepted the message.
 //

@@ -36,6 +36,10 @@ type API struct {
 
 	// RideRequests counts POST /rides by outcome (RideCreated, ...).
 	RideRequests *prometheus.CounterVec
+
+	// RateLimited counts requests refused by one of the API's limits, by limit: rider_rate,
+	// rider_in_flight, auth_failures, in_flight (shed).
+	RateLimited *prometheus.CounterVec
 }
 
 // NewAPI returns the API's series, registered with reg (nil: unregistered).
@@ -54,10 +58,14 @@ func NewAPI(reg prometheus.Registerer) *API {
 			Namespace: namespace, Name: "ride_requests_total",
 			Help: "Ride requests (POST /rides), by outcome.",
 		}, []string{"outcome"}),
+		RateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "rate_limited_total",
+			Help: "Requests refused by one of the API's limits, by limit.",
+		}, []string{"limit"}),
 	}
 	for _, outcome := range rideOutcomes {
 		m.RideRequests.WithLabelValues(outcome)
 	}
-	register(reg, m.HTTPRequests, m.HTTPRequestDuration, m.RideRequests)
+	register(reg, m.HTTPRequests, m.HTTPRequestDuration, m.RideRequests, m.RateLimited)
 	return m
 }

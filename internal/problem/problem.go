@@ -30,6 +30,7 @@ const (
 	CodePaymentNeedsReview          Code = "payment_needs_review"
 	CodePaymentProcessorUnavailable Code = "payment_processor_unavailable"
 	CodePaymentRejected             Code = "payment_rejected"
+	CodeRateLimited                 Code = "rate_limited"
 	CodeRequestConflict             Code = "request_conflict"
 	CodeRequestTooLarge             Code = "request_too_large"
 	CodeServiceUnavailable          Code = "service_unavailable"
@@ -37,7 +38,8 @@ const (
 	CodeUnsupportedMediaType        Code = "unsupported_media_type"
 )
 
-// Problem is an RFC 9457 problem document extended with Code and, for parameter errors, Param.
+// Problem is an RFC 9457 problem document extended with Code, for parameter errors Param, and
+// the id of the request it answers.
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
@@ -45,6 +47,12 @@ type Problem struct {
 	Detail string `json:"detail"`
 	Code   Code   `json:"code"`
 	Param  string `json:"param,omitempty"`
+
+	// RequestID is the id of the HTTP request this document answers (its X-Request-Id), for a
+	// client to quote when it reports the error; the API sets it as it writes the document. A
+	// stored problem has none: it answers many requests, its first and every replay, and each
+	// answer gets the id of its own request.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // New builds a problem. Title is the short, fixed summary of code; detail says what happened

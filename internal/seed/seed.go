@@ -74,6 +74,11 @@ func Seed(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Result, error
 
 	var ids *idSource
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// Copying millions of rows takes far longer than the statement timeout that bounds the
+		// service's own statements (bootstrap.StatementTimeoutDefault).
+		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+			return err
+		}
 		var err error
 		if ids, err = newIDSource(ctx, tx); err != nil {
 			return err
@@ -92,7 +97,14 @@ func Seed(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Result, error
 		return nil, fmt.Errorf("error seeding: %w", err)
 	}
 
-	if _, err := pool.Exec(ctx, "ANALYZE users, idempotency_keys, rides, audit_records"); err != nil {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "ANALYZE users, idempotency_keys, rides, audit_records")
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("error analyzing seeded tables: %w", err)
 	}
 	return &Result{Riders: opts.Riders, Rides: opts.Rides, SequentialIDs: ids.sequential}, nil

@@ -1,0 +1,153 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rocketrides/rocketrides/api"
+	"github.com/rocketrides/rocketrides/internal/problem"
+)
+
+// requireRateLimited checks a 429 rate_limited problem with a Retry-After of whole seconds.
+func (r *response) requireRateLimited(t *testing.T) {
+	t.Helper()
+	r.requireProblem(t, http.StatusTooManyRequests, problem.CodeRateLimited)
+	if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 {
+		t.Fatalf("want Retry-After in whole seconds, got %q", r.header.Get("Retry-After"))
+	}
+}
+
+func TestRateLimits(t *testing.T) {
+	t.Parallel()
+
+	t.Run("EightyConcurrentBookingsFromOneRider", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{limits: &api.Limits{}})
+		responses := make([]*response, 80)
+		var wg sync.WaitGroup
+		for i := range responses {
+			wg.Go(func() {
+				responses[i] = b.postRide(t, b.Rider, fmt.Sprintf("key-eighty-%04d-0123456789", i), testBody)
+			})
+		}
+		wg.Wait()
+
+		created, limited := 0, 0
+		for _, r := range responses {
+			switch r.status {
+			case http.StatusCreated:
+				created++
+			case http.StatusTooManyRequests:
+				limited++
+				r.requireRateLimited(t)
+			default:
+				t.Fatalf("want 201 or 429, got %d: %s", r.status, r.body)
+			}
+		}
+		if limited == 0 || created == 0 || created > api.RiderRideBurstDefault {
+			t.Fatalf("want at most the burst (%d) booked and the rest refused, got %d booked, %d refused",
+				api.RiderRideBurstDefault, created, limited)
+		}
+		// A refused request stores nothing: one key, ride and charge for each booking.
+		for _, table := range []string{"idempotency_keys", "rides"} {
+			if n := b.Count(t, "SELECT count(*) FROM "+table); n != created {
+				t.Fatalf("want %d rows in %s, one per booking, got %d", created, table, n)
+			}
+		}
+		if n := len(b.SucceededCharges()); n != created {
+			t.Fatalf("want %d charges, got %d", created, n)
+		}
+	})
+
+	t.Run("BadTokensFromOneAddress", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{limits: &api.Limits{}})
+		badToken := map[string]string{"Authorization": "Bearer rr_not_a_token", "Idempotency-Key": "key-bad-token-0123456789", "Content-Type": "application/json"}
+		unauthorized, limited := 0, 0
+		for range 400 {
+			r := b.do(t, http.MethodPost, "/rides", badToken, testBody)
+			switch r.status {
+			case http.StatusUnauthorized:
+				unauthorized++
+			case http.StatusTooManyRequests:
+				limited++
+				r.requireRateLimited(t)
+			default:
+				t.Fatalf("want 401 or 429, got %d: %s", r.status, r.body)
+			}
+		}
+		if limited == 0 || unauthorized < api.AuthFailureBurstDefault || unauthorized > api.AuthFailureBurstDefault+5 {
+			t.Fatalf("want about the burst (%d) of 401s and the rest 429, got %d and %d", api.AuthFailureBurstDefault, unauthorized, limited)
+		}
+
+		// Refused before the database is asked: with the users table locked, the answer is
+		// still immediate.
+		unlock := b.lockTable(t, "users")
+		defer unlock()
+		start := time.Now()
+		b.do(t, http.MethodPost, "/rides", badToken, testBody).requireRateLimited(t)
+		if elapsed := time.Since(start); elapsed > time.Second {
+			t.Fatalf("want the refusal without waiting for the database, took %s", elapsed)
+		}
+	})
+
+	t.Run("ShedsPastTheInFlightCap", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{limits: &api.Limits{MaxRequestsInFlight: 1}})
+		unlock := b.lockTable(t, "users")
+		stuck := make(chan *response, 1)
+		go func() { stuck <- b.postRide(t, b.Rider, "key-stuck-0123456789abc", testBody) }()
+		b.waitForLockWaiter(t)
+
+		r := b.postRide(t, b.Rider, "key-shed-0123456789abcd", testBody)
+		r.requireProblem(t, http.StatusServiceUnavailable, problem.CodeServiceUnavailable)
+		if r.header.Get("Retry-After") == "" {
+			t.Fatal("want Retry-After on a shed request")
+		}
+		unlock()
+		if got := <-stuck; got.status != http.StatusCreated {
+			t.Fatalf("want the request in flight booked once the table is free, got %d: %s", got.status, got.body)
+		}
+	})
+
+	t.Run("OffLetsEverythingThrough", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{limits: &api.Limits{Off: true, RiderRideBurst: 1, RiderRidesPerMinute: 1}})
+		for i := range 5 {
+			b.postRide(t, b.Rider, fmt.Sprintf("key-off-%04d-0123456789", i), testBody).rideCreated(t)
+		}
+	})
+}
+
+// lockTable takes an ACCESS EXCLUSIVE lock on table until the returned function is called.
+func (b *testBundle) lockTable(t *testing.T, table string) (unlock func()) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	unlock = func() { once.Do(func() { _ = tx.Rollback(ctx) }) }
+	t.Cleanup(unlock)
+	return unlock
+}
+
+// waitForLockWaiter waits until some backend waits for a lock.
+func (b *testBundle) waitForLockWaiter(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b.Count(t, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()") > 0 {
+			return
+		}
+	}
+	t.Fatal("no backend waited for the lock")
+}

@@ -1,0 +1,46 @@
+package bootstrap
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/rocketrides/rocketrides/internal/dbtest"
+)
+
+// TestOpenPoolBoundsStatements checks the server-side bounds every process's connections get,
+// and that DATABASE_URL can set its own.
+func TestOpenPoolBoundsStatements(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDB(t)
+	show := func(t *testing.T, databaseURL string) (statementTimeout, lockTimeout string) {
+		t.Helper()
+		pool, err := OpenPool(t.Context(), &Config{DatabaseURL: databaseURL}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		if err := pool.QueryRow(t.Context(), "SELECT current_setting('statement_timeout'), current_setting('lock_timeout')").
+			Scan(&statementTimeout, &lockTimeout); err != nil {
+			t.Fatal(err)
+		}
+		return statementTimeout, lockTimeout
+	}
+
+	t.Run("Defaults", func(t *testing.T) {
+		t.Parallel()
+		if st, lt := show(t, url); st != "5s" || lt != "2s" {
+			t.Fatalf("want statement_timeout 5s and lock_timeout 2s, got %s and %s", st, lt)
+		}
+	})
+	t.Run("SetByDatabaseURL", func(t *testing.T) {
+		t.Parallel()
+		sep := "?"
+		if strings.Contains(url, "?") {
+			sep = "&"
+		}
+		if st, lt := show(t, url+sep+"statement_timeout=0&lock_timeout=250"); st != "0" || lt != "250ms" {
+			t.Fatalf("want DATABASE_URL's statement_timeout 0 and lock_timeout 250ms, got %s and %s", st, lt)
+		}
+	})
+}

@@ -1,0 +1,89 @@
+package workers
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/rocketrides/rocketrides/internal/mailer"
+	"github.com/rocketrides/rocketrides/internal/metrics"
+	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/phases"
+)
+
+// rocketrides_receipts_total is counted from two places, each the only one that knows its part:
+//
+//   - sent and logged by the worker itself (SendRideReceiptWorker.Work), once the receipt is
+//     recorded: only the worker knows that a message went out, and whether to a mail server
+//     or to the log. A completed job that sent nothing (its receipt was recorded already) is
+//     not counted.
+//   - failed, discarded and cancelled by CountFailures, from River's events, which carry the
+//     state River wrote for the attempt. River alone decides between failed and discarded
+//     (attempts left, an error handler), and a job interrupted by a shutdown is neither: it
+//     goes back to available without using up an attempt. Counting in Work would have to guess
+//     all that again.
+
+// failureEventsBuffer is the size of CountFailures's subscription channel. River drops events
+// that do not fit (and logs a warning); the reader only increments a counter, so a backlog
+// needs a burst of thousands of failures in one go, such as a mail server refusing every
+// message of a full batch. Ten thousand pointers cost 80 KB.
+const failureEventsBuffer = 10_000
+
+// CountFailures counts in m the receipt job attempts that River reports failed, discarded or
+// cancelled (see above). Call it before client.Start, so that no event is missed; counting ends
+// when River stops, or when stop is called.
+func CountFailures(client *river.Client[pgx.Tx], m *metrics.Worker) (stop func()) {
+	events, stop := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: failureEventsBuffer,
+		Kinds:    []river.EventKind{river.EventKindJobFailed, river.EventKindJobCancelled},
+	})
+	go func() {
+		for ev := range events {
+			if ev.Job.Kind != phases.ReceiptJobName {
+				continue
+			}
+			switch {
+			case ev.Kind == river.EventKindJobCancelled:
+				m.Receipts.WithLabelValues(metrics.ReceiptCancelled).Inc()
+			case ev.Job.State == rivertype.JobStateDiscarded:
+				m.Receipts.WithLabelValues(metrics.ReceiptDiscarded).Inc()
+			default:
+				m.Receipts.WithLabelValues(metrics.ReceiptFailed).Inc()
+			}
+		}
+	}()
+	return stop
+}
+
+// handedOverResult is the result a receipt handed to m counts as: logged for the mailer of a
+// machine without SMTP_URL, whose receipts reach no rider, sent otherwise.
+func handedOverResult(m mailer.Mailer) string {
+	if _, logged := m.(*mailer.Log); logged {
+		return metrics.ReceiptLogged
+	}
+	return metrics.ReceiptSent
+}
+
+// riverJobStates are the states rocketrides_river_jobs reports: all of River's but completed,
+// whose count is only River's retention of finished work, and the bulk of the table.
+var riverJobStates = func() []string {
+	var states []string
+	for _, state := range rivertype.JobStates() {
+		if state != rivertype.JobStateCompleted {
+			states = append(states, string(state))
+		}
+	}
+	return states
+}()
+
+// RiverJobsByState returns the source of the rocketrides_river_jobs{state} gauge, which the
+// worker process registers with metrics.RegisterRiverJobs: River's jobs on pool by state, for
+// every kind. Discarded jobs stay until a person acts (`admin list-failed-jobs`).
+func RiverJobsByState(pool *pgxpool.Pool) func(ctx context.Context) (map[string]int64, error) {
+	return func(ctx context.Context) (map[string]int64, error) {
+		return models.RiverJobCountByState(ctx, pool, riverJobStates)
+	}
+}
