@@ -245,9 +245,25 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 	}
 }
 
-// checkProcfileMetrics checks that every process but the simulator serves its metrics at once,
-// on the port the Procfile's convention gives it: each background process its own PORT, the API
-// PORT+apiMetricsPortOffset, and that the API's public port has no /metrics.
+// processSeries is a series that a process's metrics must hold, with its least value.
+type processSeries struct {
+	series  string
+	atLeast float64
+}
+
+// ownSeries is a series of each process's own work, after this test's ride: its receipt was
+// enqueued and mailed, and the simulator booked at least one more.
+var ownSeries = map[string]processSeries{
+	"api":       {`rocketrides_ride_requests_total{outcome="created"}`, 2},
+	"worker":    {`rocketrides_receipts_total{result="sent"}`, 1},
+	"enqueuer":  {`rocketrides_enqueued_jobs_total`, 1},
+	"completer": {`rocketrides_completer_keys_total{result="succeeded"}`, 0},
+	"reaper":    {`rocketrides_reaper_keys_total{result="finished"}`, 0},
+}
+
+// checkProcfileMetrics checks that every process but the simulator serves its own metrics at
+// once, on the port the Procfile's convention gives it: each background process its own PORT,
+// the API PORT+apiMetricsPortOffset; and that the API's public port has no /metrics.
 func checkProcfileMetrics(t *testing.T, manager *proctest.Process, port int) {
 	t.Helper()
 	for i, name := range procfileProcesses {
@@ -263,13 +279,9 @@ func checkProcfileMetrics(t *testing.T, manager *proctest.Process, port int) {
 			t.Fatalf("want %s to serve its metrics on port %d:\n%s", name, metricsPort, manager.Output())
 		}
 		text := proctest.Scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
-		if _, ok := proctest.MetricValue(text, "rocketrides_db_pool_max_conns"); !ok {
-			t.Fatalf("want %s's metrics to hold its pool's series, got:\n%s", name, text)
-		}
-		if name == "api" {
-			// This test's ride, and the simulator's.
-			if n, _ := proctest.MetricValue(text, `rocketrides_ride_requests_total{outcome="created"}`); n < 2 {
-				t.Fatalf("want the API's metrics to count at least 2 created rides, got %v", n)
+		for _, want := range []processSeries{{"rocketrides_db_pool_max_conns", 1}, ownSeries[name]} {
+			if got, ok := proctest.MetricValue(text, want.series); !ok || got < want.atLeast {
+				t.Fatalf("want %s's metrics to hold %s of at least %v, got %v (present %t):\n%s", name, want.series, want.atLeast, got, ok, text)
 			}
 		}
 	}
