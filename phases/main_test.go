@@ -28,7 +28,15 @@ func setup(t *testing.T) *testBundle {
 		Bundle: b,
 		// An hour's lease is never renewed within a test, so that tests that play another
 		// request taking a key over are not raced by the renewals; TestLease has short ones.
-		executor: New(b.Pool, b.StripeClient, slog.New(slog.DiscardHandler), Config{SimulateErrors: true, LockLease: time.Hour}),
+		// Generous bounds on retries and phases, so that a loaded machine (a try once took
+		// 2.8 s in a full -race run) does not turn a test of retrying into a failure; the tests
+		// of the bounds themselves set their own.
+		executor: New(b.Pool, b.StripeClient, slog.New(slog.DiscardHandler), Config{
+			SimulateErrors:      true,
+			LockLease:           time.Hour,
+			ConflictRetryBudget: 30 * time.Second,
+			PhaseTimeout:        time.Minute,
+		}),
 	}
 }
 

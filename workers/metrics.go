@@ -58,10 +58,10 @@ func CountFailures(client *river.Client[pgx.Tx], m *metrics.Worker) (stop func()
 	return stop
 }
 
-// handedOverResult is the result a receipt handed to m counts as: logged for the mailer of a
-// machine without SMTP_URL, whose receipts reach no rider, sent otherwise.
+// handedOverResult is the result a receipt handed to m counts as: logged for a mailer that
+// delivers nothing (no SMTP_URL), whose receipts reach no rider, sent otherwise.
 func handedOverResult(m mailer.Mailer) string {
-	if _, logged := m.(*mailer.Log); logged {
+	if !m.Delivers() {
 		return metrics.ReceiptLogged
 	}
 	return metrics.ReceiptSent
