@@ -42,7 +42,7 @@ func errNotFound(detail string) *apiError {
 }
 
 func errMethodNotAllowed(method string) *apiError {
-	return newError(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed",
+	return newError(http.StatusMethodNotAllowed, problem.CodeMethodNotAllowed, "Method not allowed",
 		fmt.Sprintf("%s is not allowed on this route.", method))
 }
 

@@ -26,6 +26,7 @@ const (
 	CodeIdempotencyKeyReused        Code = "idempotency_key_reused"
 	CodeInternalError               Code = "internal_error"
 	CodeInvalidParameter            Code = "invalid_parameter"
+	CodeMethodNotAllowed            Code = "method_not_allowed"
 	CodeNotFound                    Code = "not_found"
 	CodePaymentNeedsReview          Code = "payment_needs_review"
 	CodePaymentProcessorUnavailable Code = "payment_processor_unavailable"
