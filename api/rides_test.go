@@ -149,8 +149,9 @@ func TestCreateRide(t *testing.T) {
 		b := setup(t, setupOpts{})
 		first := b.postRide(t, b.DecliningRider, testKey, testBody)
 		p := first.requireProblem(t, http.StatusPaymentRequired, problem.CodeCardDeclined)
-		if !strings.Contains(p.Detail, "declined") {
-			t.Fatalf("want Stripe's message in the detail, got %q", p.Detail)
+		// Stripe writes a decline's message and code for the card's holder: they are passed on.
+		if p.Detail != "Your card was declined." || p.DeclineCode != "generic_decline" {
+			t.Fatalf("want Stripe's message and decline_code, got %s", first.body)
 		}
 
 		replay := b.postRide(t, b.DecliningRider, testKey, testBody)
@@ -163,6 +164,36 @@ func TestCreateRide(t *testing.T) {
 		replayed.RequestID = p.RequestID
 		if replay.header.Get("Idempotent-Replayed") != "true" || replayed != p {
 			t.Fatalf("want the 402 replayed, got %s after %s", replay.body, first.body)
+		}
+	})
+
+	// Stripe's message for a refusal that is not a decline is about our request and names our
+	// own ids: the rider and the stored answer get our text, the log gets Stripe's.
+	t.Run("ChargeRefusedAsInvalidIs402WithoutStripesText", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.Exec(t, `UPDATE users SET stripe_customer_id = 'cus_NotAtStripe42' WHERE id = $1`, b.Rider.ID)
+
+		first := b.postRide(t, b.Rider, testKey, testBody)
+		first.requireProblem(t, http.StatusPaymentRequired, problem.CodePaymentRejected)
+		replay := b.postRide(t, b.Rider, testKey, testBody)
+		replay.requireProblem(t, http.StatusPaymentRequired, problem.CodePaymentRejected)
+		var stored string
+		if err := b.Pool.QueryRow(t.Context(), `SELECT response_body::text FROM idempotency_keys`).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		for _, leak := range []string{"No such customer", "cus_NotAtStripe42", "resource_missing"} {
+			for name, text := range map[string]string{"answer": string(first.body), "replay": string(replay.body), "stored response": stored} {
+				if strings.Contains(text, leak) {
+					t.Fatalf("want none of Stripe's error in the %s, found %q in %s", name, leak, text)
+				}
+			}
+		}
+
+		line := b.logs.requireLine(t, "Phases: charge sent to Stripe")
+		if errText, _ := line["error"].(string); !strings.Contains(errText, "No such customer: 'cus_NotAtStripe42'") ||
+			!strings.HasPrefix(fmt.Sprint(line["stripe_request_id"]), "req_") || line["outcome"] != "refused" {
+			t.Fatalf("want Stripe's full error logged with its request id, got %v", line)
 		}
 	})
 

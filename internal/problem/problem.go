@@ -39,8 +39,8 @@ const (
 	CodeUnsupportedMediaType        Code = "unsupported_media_type"
 )
 
-// Problem is an RFC 9457 problem document extended with Code, for parameter errors Param, and
-// the id of the request it answers.
+// Problem is an RFC 9457 problem document extended with Code, for parameter errors Param, for
+// a declined card the issuer's DeclineCode, and the id of the request it answers.
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
@@ -48,6 +48,11 @@ type Problem struct {
 	Detail string `json:"detail"`
 	Code   Code   `json:"code"`
 	Param  string `json:"param,omitempty"`
+
+	// DeclineCode is the card issuer's reason for a card_declined, as Stripe gives it
+	// ("insufficient_funds"), for a client to tailor its message to the rider. Stripe documents
+	// it for end users; none of Stripe's other error fields reaches a client.
+	DeclineCode string `json:"decline_code,omitempty"`
 
 	// RequestID is the id of the HTTP request this document answers (its X-Request-Id), for a
 	// client to quote when it reports the error; the API sets it as it writes the document. A
