@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"mime"
 	"net/http"
@@ -94,20 +95,49 @@ func decodeRideParams(contentType string, body []byte) (rawRideParams, *apiError
 		return raw, nil
 
 	case mediaType == "application/json" || mediaType == "":
-		var raw rawRideParams
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.UseNumber()
-		if err := dec.Decode(&raw); err != nil || dec.More() {
-			return nil, errInvalidParameter("", "The body must be one JSON object.")
-		}
-		if raw == nil {
-			return nil, errInvalidParameter("", "The body must be one JSON object.")
-		}
-		return raw, nil
+		return decodeJSONObject(body)
 
 	default:
 		return nil, errUnsupportedMediaType(contentType)
 	}
+}
+
+// decodeJSONObject decodes a JSON body, which must be one object, member by member, so that a
+// name given twice is refused as it is in a form body. Decoding into a map would keep the last
+// value silently, and a client (or a proxy that rewrote the body) that meant the first would
+// book a ride it did not ask for. Names are compared decoded, so "origin_lat" and
+// "origin\u005flat" are the same name, as they are to every JSON parser.
+func decodeJSONObject(body []byte) (rawRideParams, *apiError) {
+	notAnObject := errInvalidParameter("", "The body must be one JSON object.")
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, notAnObject
+	}
+	raw := rawRideParams{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, notAnObject
+		}
+		name := tok.(string) // inside an object, the decoder yields only names here
+		var value any
+		if err := dec.Decode(&value); err != nil {
+			return nil, notAnObject
+		}
+		if _, ok := raw[name]; ok {
+			return nil, errInvalidParameter(name, fmt.Sprintf("%s was given more than once.", name))
+		}
+		raw[name] = value
+	}
+	// The closing brace, then nothing but whitespace.
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, notAnObject
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, notAnObject
+	}
+	return raw, nil
 }
 
 func errUnsupportedMediaType(contentType string) *apiError {
