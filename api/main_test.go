@@ -154,16 +154,24 @@ func (r *response) requireProblem(t *testing.T, status int, code problem.Code) p
 	return p
 }
 
-// do sends a request with the given headers (nil values are left out).
+// do sends a request with the given headers.
 func (b *testBundle) do(t *testing.T, method, path string, headers map[string]string, body string) *response {
+	t.Helper()
+	header := http.Header{}
+	for k, v := range headers {
+		header.Set(k, v)
+	}
+	return b.doHeader(t, method, path, header, body)
+}
+
+// doHeader sends a request with header, which may give a header more than once.
+func (b *testBundle) doHeader(t *testing.T, method, path string, header http.Header, body string) *response {
 	t.Helper()
 	req, err := http.NewRequest(method, b.server.URL+path, bytes.NewBufferString(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
+	req.Header = header
 	resp, err := b.server.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

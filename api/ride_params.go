@@ -20,32 +20,6 @@ import (
 // not a ride request.
 const maxBodyBytes = 64 << 10
 
-// Idempotency-Key bounds. 20 characters is the least that still leaves room for real
-// randomness (a UUID is 36); 255 is what the column holds.
-const (
-	idempotencyKeyMinLen = 20
-	idempotencyKeyMaxLen = 255
-)
-
-// validateIdempotencyKey checks the Idempotency-Key header.
-func validateIdempotencyKey(key string) *apiError {
-	if key == "" {
-		return newError(http.StatusBadRequest, problem.CodeIdempotencyKeyMissing, "Idempotency key missing",
-			"Send an Idempotency-Key header (a UUID is a good choice) and keep it for every retry of this request.")
-	}
-	if len(key) < idempotencyKeyMinLen || len(key) > idempotencyKeyMaxLen {
-		return newError(http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid, "Idempotency key invalid",
-			fmt.Sprintf("Idempotency-Key must be %d to %d characters long; it is %d.", idempotencyKeyMinLen, idempotencyKeyMaxLen, len(key)))
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return newError(http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid, "Idempotency key invalid",
-				"Idempotency-Key may contain only printable ASCII characters.")
-		}
-	}
-	return nil
-}
-
 // rideParamNames are the required parameters, in the order they are checked and reported.
 var rideParamNames = []string{"origin_lat", "origin_lon", "target_lat", "target_lon"}
 

@@ -1,51 +1,11 @@
 package api
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/phases"
 )
-
-func TestValidateIdempotencyKey(t *testing.T) {
-	t.Parallel()
-
-	tests := []struct {
-		name string
-		key  string
-		code problem.Code // empty: valid
-	}{
-		{"Missing", "", problem.CodeIdempotencyKeyMissing},
-		{"TooShort", strings.Repeat("a", 19), problem.CodeIdempotencyKeyInvalid},
-		{"Shortest", strings.Repeat("a", 20), ""},
-		{"UUID", "0ccb7813-e63d-4377-93c5-476cb93038f3", ""},
-		{"Longest", strings.Repeat("a", 255), ""},
-		{"TooLong", strings.Repeat("a", 256), problem.CodeIdempotencyKeyInvalid},
-		{"SpacesAndPunctuation", "key with spaces ~!@#$%^&*()", ""},
-		{"ControlCharacter", "aaaaaaaaaaaaaaaaaaaa\t", problem.CodeIdempotencyKeyInvalid},
-		{"NonASCII", "ééééééééééééééééééééé", problem.CodeIdempotencyKeyInvalid},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			apiErr := validateIdempotencyKey(tt.key)
-			if tt.code == "" {
-				if apiErr != nil {
-					t.Fatalf("want valid, got %+v", apiErr.problem)
-				}
-				return
-			}
-			if apiErr == nil {
-				t.Fatalf("want %s, got valid", tt.code)
-			}
-			if apiErr.problem.Code != tt.code || apiErr.problem.Status != http.StatusBadRequest {
-				t.Fatalf("want 400 %s, got %d %s", tt.code, apiErr.problem.Status, apiErr.problem.Code)
-			}
-		})
-	}
-}
 
 func TestParseRideParams(t *testing.T) {
 	t.Parallel()

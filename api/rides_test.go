@@ -100,6 +100,60 @@ func TestCreateRide(t *testing.T) {
 		b.requireNothingStored(t)
 	})
 
+	// Which of two copies counts is for nobody to guess: a client, a proxy and the API might
+	// each pick another.
+	t.Run("RepeatedHeadersAndParamsAre400", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		auth := "Bearer " + b.Rider.Token
+		tests := []struct {
+			name   string
+			header http.Header
+			body   string
+			code   problem.Code
+			param  string
+		}{
+			{"IdempotencyKeyTwice", http.Header{"Authorization": {auth}, "Idempotency-Key": {testKey, "f2b4c1d0-8d0e-4a57-9b5b-3f6f4b1e2a90"}},
+				testBody, problem.CodeDuplicateHeader, ""},
+			{"AuthorizationTwice", http.Header{"Authorization": {auth, "Bearer rr_someone_else"}, "Idempotency-Key": {testKey}},
+				testBody, problem.CodeDuplicateHeader, ""},
+			{"AuthorizationTwiceTheSame", http.Header{"Authorization": {auth, auth}, "Idempotency-Key": {testKey}},
+				testBody, problem.CodeDuplicateHeader, ""},
+			{"JSONParamTwice", http.Header{"Authorization": {auth}, "Idempotency-Key": {testKey}, "Content-Type": {"application/json"}},
+				`{"origin_lat": 0, "origin_lon": 0, "target_lat": 0, "target_lon": 0, "origin_lat": 1}`, problem.CodeInvalidParameter, "origin_lat"},
+		}
+		for _, tt := range tests {
+			resp := b.doHeader(t, http.MethodPost, "/rides", tt.header, tt.body)
+			p := resp.requireProblem(t, http.StatusBadRequest, tt.code)
+			if p.Param != tt.param || (tt.code == problem.CodeDuplicateHeader && !strings.Contains(p.Detail, "more than once")) {
+				t.Fatalf("%s: want the repeat named, got %s", tt.name, resp.body)
+			}
+		}
+		b.requireNothingStored(t)
+	})
+
+	// The IETF draft sends the key as a quoted string; quoted or bare, it is one key.
+	t.Run("QuotedKeyIsTheSameKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		first := b.postRide(t, b.Rider, `"`+testKey+`"`, testBody)
+		first.rideCreated(t)
+
+		bare := b.postRide(t, b.Rider, testKey, testBody)
+		bare.rideCreated(t)
+		if bare.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(bare.body, first.body) {
+			t.Fatalf("want the bare spelling to replay the quoted one's ride, got %q %s", bare.header.Get("Idempotent-Replayed"), bare.body)
+		}
+		if got := b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, testKey); got != 1 {
+			t.Fatalf("want the key stored without its quotes, got %d rows", got)
+		}
+		if n := len(b.SucceededCharges()); n != 1 {
+			t.Fatalf("want 1 charge, got %d", n)
+		}
+
+		b.postRide(t, b.Rider, `"`+testKey, testBody).requireProblem(t, http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid)
+	})
+
 	t.Run("BodyOfExactly64KiBIsAccepted", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})

@@ -20,6 +20,7 @@ type Code string
 // The codes this API answers with.
 const (
 	CodeCardDeclined                Code = "card_declined"
+	CodeDuplicateHeader             Code = "duplicate_header"
 	CodeIdempotencyKeyInUse         Code = "idempotency_key_in_use"
 	CodeIdempotencyKeyInvalid       Code = "idempotency_key_invalid"
 	CodeIdempotencyKeyMissing       Code = "idempotency_key_missing"
