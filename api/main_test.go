@@ -167,12 +167,18 @@ func (b *testBundle) do(t *testing.T, method, path string, headers map[string]st
 // doHeader sends a request with header, which may give a header more than once.
 func (b *testBundle) doHeader(t *testing.T, method, path string, header http.Header, body string) *response {
 	t.Helper()
-	req, err := http.NewRequest(method, b.server.URL+path, bytes.NewBufferString(body))
+	return doRequest(t, b.server, method, path, header, body)
+}
+
+// doRequest sends a request to server.
+func doRequest(t *testing.T, server *httptest.Server, method, path string, header http.Header, body string) *response {
+	t.Helper()
+	req, err := http.NewRequest(method, server.URL+path, bytes.NewBufferString(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header = header
-	resp, err := b.server.Client().Do(req)
+	resp, err := server.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,6 @@
 package api_test
 
 import (
-	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -40,48 +38,22 @@ func TestUnroutedRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			req, err := http.NewRequest(tt.method, server.URL+tt.path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := server.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-
-			if resp.StatusCode != tt.status || resp.Header.Get("Allow") != tt.allow {
+			resp := doRequest(t, server, tt.method, tt.path, http.Header{}, "")
+			if resp.status != tt.status || resp.header.Get("Allow") != tt.allow {
 				t.Fatalf("want %d with Allow %q, got %d with Allow %q: %s",
-					tt.status, tt.allow, resp.StatusCode, resp.Header.Get("Allow"), body)
-			}
-			if ct := resp.Header.Get("Content-Type"); ct != problem.ContentType {
-				t.Fatalf("want %s, got %q: %s", problem.ContentType, ct, body)
-			}
-			var p problem.Problem
-			if err := json.Unmarshal(body, &p); err != nil {
-				t.Fatalf("error decoding problem %s: %s", body, err)
+					tt.status, tt.allow, resp.status, resp.header.Get("Allow"), resp.body)
 			}
 			want := problem.CodeNotFound
 			if tt.status == 405 {
 				want = problem.CodeMethodNotAllowed
 			}
-			if p.Status != tt.status || p.Code != want || p.Detail == "" || p.RequestID == "" {
-				t.Fatalf("want a complete %d %s problem, got %s", tt.status, want, body)
-			}
+			resp.requireProblem(t, tt.status, want)
 		})
 	}
 
 	// A HEAD gets the same status and Allow, with no body to check.
-	resp, err := server.Client().Head(server.URL + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "GET" {
-		t.Fatalf("HEAD /healthz: want 405 with Allow GET, got %d with %q", resp.StatusCode, resp.Header.Get("Allow"))
+	resp := doRequest(t, server, http.MethodHead, "/healthz", http.Header{}, "")
+	if resp.status != 405 || resp.header.Get("Allow") != "GET" {
+		t.Fatalf("HEAD /healthz: want 405 with Allow GET, got %d with %q", resp.status, resp.header.Get("Allow"))
 	}
 }
