@@ -42,7 +42,7 @@ func errNotFound(detail string) *apiError {
 }
 
 func errMethodNotAllowed(method string) *apiError {
-	return newError(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed",
+	return newError(http.StatusMethodNotAllowed, problem.CodeMethodNotAllowed, "Method not allowed",
 		fmt.Sprintf("%s is not allowed on this route.", method))
 }
 
@@ -107,7 +107,7 @@ func errFromPhases(err error) *apiError {
 // writeProblem sends e as an application/problem+json response, with the request's id.
 func writeProblem(w http.ResponseWriter, e *apiError) {
 	if e.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int(e.retryAfter.Seconds())))
+		w.Header().Set("Retry-After", retryAfterSeconds(e.retryAfter))
 	}
 	if e.problem.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rocket-rides"`)
@@ -116,6 +116,12 @@ func writeProblem(w http.ResponseWriter, e *apiError) {
 	p.RequestID = responseRequestID(w)
 	body, _ := json.Marshal(&p) // a Problem always encodes
 	writeBody(w, p.Status, problem.ContentType, body)
+}
+
+// retryAfterSeconds is wait as Retry-After's whole seconds, rounded up: rounded down, a wait
+// under a second would tell the client to retry at once, into the very limit it hit.
+func retryAfterSeconds(wait time.Duration) string {
+	return strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10)
 }
 
 // writeStoredProblem sends a problem that the phases stored on the key to finish the request (a

@@ -154,17 +154,31 @@ func (r *response) requireProblem(t *testing.T, status int, code problem.Code) p
 	return p
 }
 
-// do sends a request with the given headers (nil values are left out).
+// do sends a request with the given headers.
 func (b *testBundle) do(t *testing.T, method, path string, headers map[string]string, body string) *response {
 	t.Helper()
-	req, err := http.NewRequest(method, b.server.URL+path, bytes.NewBufferString(body))
+	header := http.Header{}
+	for k, v := range headers {
+		header.Set(k, v)
+	}
+	return b.doHeader(t, method, path, header, body)
+}
+
+// doHeader sends a request with header, which may give a header more than once.
+func (b *testBundle) doHeader(t *testing.T, method, path string, header http.Header, body string) *response {
+	t.Helper()
+	return doRequest(t, b.server, method, path, header, body)
+}
+
+// doRequest sends a request to server.
+func doRequest(t *testing.T, server *httptest.Server, method, path string, header http.Header, body string) *response {
+	t.Helper()
+	req, err := http.NewRequest(method, server.URL+path, bytes.NewBufferString(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := b.server.Client().Do(req)
+	req.Header = header
+	resp, err := server.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

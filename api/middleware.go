@@ -20,14 +20,18 @@ func userFrom(ctx context.Context) *models.User {
 	return ctx.Value(userContextKey).(*models.User)
 }
 
-// authenticate lets a request through only with a valid "Authorization: Bearer <token>". A
-// client address that failed too often lately is refused before its token costs a query (see
-// Limits.AuthFailuresPerMinute).
+// authenticate lets a request through only with a valid "Authorization: Bearer <token>", sent
+// once. A client address that failed too often lately is refused before its token costs a
+// query (see Limits.AuthFailuresPerMinute).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if wait := s.authFailureWait(r); wait > 0 {
 			s.metrics.RateLimited.WithLabelValues(limitAuthFailures).Inc()
 			writeProblem(w, errRateLimited(wait, "Too many requests from this address failed authentication. Retry after the time in Retry-After."))
+			return
+		}
+		if len(r.Header.Values("Authorization")) > 1 {
+			writeProblem(w, errDuplicateHeader("Authorization"))
 			return
 		}
 

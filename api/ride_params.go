@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"mime"
 	"net/http"
@@ -18,32 +19,6 @@ import (
 // maxBodyBytes caps a request body. A ride request is under 200 bytes; anything near this is
 // not a ride request.
 const maxBodyBytes = 64 << 10
-
-// Idempotency-Key bounds. 20 characters is the least that still leaves room for real
-// randomness (a UUID is 36); 255 is what the column holds.
-const (
-	idempotencyKeyMinLen = 20
-	idempotencyKeyMaxLen = 255
-)
-
-// validateIdempotencyKey checks the Idempotency-Key header.
-func validateIdempotencyKey(key string) *apiError {
-	if key == "" {
-		return newError(http.StatusBadRequest, problem.CodeIdempotencyKeyMissing, "Idempotency key missing",
-			"Send an Idempotency-Key header (a UUID is a good choice) and keep it for every retry of this request.")
-	}
-	if len(key) < idempotencyKeyMinLen || len(key) > idempotencyKeyMaxLen {
-		return newError(http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid, "Idempotency key invalid",
-			fmt.Sprintf("Idempotency-Key must be %d to %d characters long; it is %d.", idempotencyKeyMinLen, idempotencyKeyMaxLen, len(key)))
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return newError(http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid, "Idempotency key invalid",
-				"Idempotency-Key may contain only printable ASCII characters.")
-		}
-	}
-	return nil
-}
 
 // rideParamNames are the required parameters, in the order they are checked and reported.
 var rideParamNames = []string{"origin_lat", "origin_lon", "target_lat", "target_lon"}
@@ -94,20 +69,49 @@ func decodeRideParams(contentType string, body []byte) (rawRideParams, *apiError
 		return raw, nil
 
 	case mediaType == "application/json" || mediaType == "":
-		var raw rawRideParams
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.UseNumber()
-		if err := dec.Decode(&raw); err != nil || dec.More() {
-			return nil, errInvalidParameter("", "The body must be one JSON object.")
-		}
-		if raw == nil {
-			return nil, errInvalidParameter("", "The body must be one JSON object.")
-		}
-		return raw, nil
+		return decodeJSONObject(body)
 
 	default:
 		return nil, errUnsupportedMediaType(contentType)
 	}
+}
+
+// decodeJSONObject decodes a JSON body, which must be one object, member by member, so that a
+// name given twice is refused as it is in a form body. Decoding into a map would keep the last
+// value silently, and a client (or a proxy that rewrote the body) that meant the first would
+// book a ride it did not ask for. Names are compared decoded, so "origin_lat" and
+// "origin\u005flat" are the same name, as they are to every JSON parser.
+func decodeJSONObject(body []byte) (rawRideParams, *apiError) {
+	notAnObject := errInvalidParameter("", "The body must be one JSON object.")
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, notAnObject
+	}
+	raw := rawRideParams{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, notAnObject
+		}
+		name := tok.(string) // inside an object, the decoder yields only names here
+		var value any
+		if err := dec.Decode(&value); err != nil {
+			return nil, notAnObject
+		}
+		if _, ok := raw[name]; ok {
+			return nil, errInvalidParameter(name, fmt.Sprintf("%s was given more than once.", name))
+		}
+		raw[name] = value
+	}
+	// The closing brace, then nothing but whitespace.
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, notAnObject
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, notAnObject
+	}
+	return raw, nil
 }
 
 func errUnsupportedMediaType(contentType string) *apiError {

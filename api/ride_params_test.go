@@ -1,51 +1,11 @@
 package api
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/phases"
 )
-
-func TestValidateIdempotencyKey(t *testing.T) {
-	t.Parallel()
-
-	tests := []struct {
-		name string
-		key  string
-		code problem.Code // empty: valid
-	}{
-		{"Missing", "", problem.CodeIdempotencyKeyMissing},
-		{"TooShort", strings.Repeat("a", 19), problem.CodeIdempotencyKeyInvalid},
-		{"Shortest", strings.Repeat("a", 20), ""},
-		{"UUID", "0ccb7813-e63d-4377-93c5-476cb93038f3", ""},
-		{"Longest", strings.Repeat("a", 255), ""},
-		{"TooLong", strings.Repeat("a", 256), problem.CodeIdempotencyKeyInvalid},
-		{"SpacesAndPunctuation", "key with spaces ~!@#$%^&*()", ""},
-		{"ControlCharacter", "aaaaaaaaaaaaaaaaaaaa\t", problem.CodeIdempotencyKeyInvalid},
-		{"NonASCII", "ééééééééééééééééééééé", problem.CodeIdempotencyKeyInvalid},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			apiErr := validateIdempotencyKey(tt.key)
-			if tt.code == "" {
-				if apiErr != nil {
-					t.Fatalf("want valid, got %+v", apiErr.problem)
-				}
-				return
-			}
-			if apiErr == nil {
-				t.Fatalf("want %s, got valid", tt.code)
-			}
-			if apiErr.problem.Code != tt.code || apiErr.problem.Status != http.StatusBadRequest {
-				t.Fatalf("want 400 %s, got %d %s", tt.code, apiErr.problem.Status, apiErr.problem.Code)
-			}
-		})
-	}
-}
 
 func TestParseRideParams(t *testing.T) {
 	t.Parallel()
@@ -94,8 +54,18 @@ func TestParseRideParams(t *testing.T) {
 		{"JSONArray", jsonCT, `[1,2,3,4]`, phases.RideParams{}, false, 400, ""},
 		{"JSONTwoObjects", jsonCT, `{} {}`, phases.RideParams{}, false, 400, ""},
 		{"JSONMalformed", jsonCT, `{"origin_lat":`, phases.RideParams{}, false, 400, ""},
+		{"JSONNullBody", jsonCT, `null`, phases.RideParams{}, false, 400, ""},
+		{"JSONTrailingBrace", jsonCT, `{"origin_lat":0,"origin_lon":0,"target_lat":0,"target_lon":0}}`, phases.RideParams{}, false, 400, ""},
+		{"JSONTrailingText", jsonCT, `{"origin_lat":0,"origin_lon":0,"target_lat":0,"target_lon":0} x`, phases.RideParams{}, false, 400, ""},
+		{"JSONTrailingWhitespace", jsonCT, "{\"origin_lat\":0,\"origin_lon\":0,\"target_lat\":0,\"target_lon\":0}\n\t ", phases.RideParams{}, false, 0, ""},
+		{"JSONRepeatedParam", jsonCT, `{"origin_lat":0,"origin_lon":0,"target_lat":0,"target_lon":0,"origin_lat":1}`, phases.RideParams{}, false, 400, "origin_lat"},
+		{"JSONRepeatedParamSameValue", jsonCT, `{"origin_lat":0,"origin_lat":0,"origin_lon":0,"target_lat":0,"target_lon":0}`, phases.RideParams{}, false, 400, "origin_lat"},
+		{"JSONRepeatedParamEscaped", jsonCT, `{"origin_lat":0,"origin_lon":0,"target_lat":0,"target_lon":0,"origin\u005flat":1}`, phases.RideParams{}, false, 400, "origin_lat"},
+		{"JSONRepeatedUnknownParam", jsonCT, `{"tip":1,"tip":2,"origin_lat":0,"origin_lon":0,"target_lat":0,"target_lon":0}`, phases.RideParams{}, false, 400, "tip"},
+		{"JSONNestedObject", jsonCT, `{"origin_lat":{"a":1,"a":2},"origin_lon":0,"target_lat":0,"target_lon":0}`, phases.RideParams{}, false, 400, "origin_lat"},
 		{"UnknownParam", form, goodForm + "&amount=1", phases.RideParams{}, false, 400, "amount"},
 		{"RepeatedParam", form, goodForm + "&origin_lat=1", phases.RideParams{}, false, 400, "origin_lat"},
+		{"RepeatedParamEscaped", form, goodForm + "&origin%5Flat=1", phases.RideParams{}, false, 400, "origin_lat"},
 		{"RaiseErrorNotBool", form, goodForm + "&raise_error=yes", phases.RideParams{}, false, 400, "raise_error"},
 		{"UnsupportedMediaType", "text/plain", goodForm, phases.RideParams{}, false, 415, ""},
 	}

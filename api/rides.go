@@ -47,8 +47,8 @@ func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
 func (s *Server) bookRide(w http.ResponseWriter, r *http.Request) (*phases.Outcome, *apiError) {
 	user := userFrom(r.Context())
 
-	key := r.Header.Get("Idempotency-Key")
-	if apiErr := validateIdempotencyKey(key); apiErr != nil {
+	key, apiErr := idempotencyKeyFrom(r.Header)
+	if apiErr != nil {
 		return nil, apiErr
 	}
 

@@ -100,6 +100,60 @@ func TestCreateRide(t *testing.T) {
 		b.requireNothingStored(t)
 	})
 
+	// Which of two copies counts is for nobody to guess: a client, a proxy and the API might
+	// each pick another.
+	t.Run("RepeatedHeadersAndParamsAre400", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		auth := "Bearer " + b.Rider.Token
+		tests := []struct {
+			name   string
+			header http.Header
+			body   string
+			code   problem.Code
+			param  string
+		}{
+			{"IdempotencyKeyTwice", http.Header{"Authorization": {auth}, "Idempotency-Key": {testKey, "f2b4c1d0-8d0e-4a57-9b5b-3f6f4b1e2a90"}},
+				testBody, problem.CodeDuplicateHeader, ""},
+			{"AuthorizationTwice", http.Header{"Authorization": {auth, "Bearer rr_someone_else"}, "Idempotency-Key": {testKey}},
+				testBody, problem.CodeDuplicateHeader, ""},
+			{"AuthorizationTwiceTheSame", http.Header{"Authorization": {auth, auth}, "Idempotency-Key": {testKey}},
+				testBody, problem.CodeDuplicateHeader, ""},
+			{"JSONParamTwice", http.Header{"Authorization": {auth}, "Idempotency-Key": {testKey}, "Content-Type": {"application/json"}},
+				`{"origin_lat": 0, "origin_lon": 0, "target_lat": 0, "target_lon": 0, "origin_lat": 1}`, problem.CodeInvalidParameter, "origin_lat"},
+		}
+		for _, tt := range tests {
+			resp := b.doHeader(t, http.MethodPost, "/rides", tt.header, tt.body)
+			p := resp.requireProblem(t, http.StatusBadRequest, tt.code)
+			if p.Param != tt.param || (tt.code == problem.CodeDuplicateHeader && !strings.Contains(p.Detail, "more than once")) {
+				t.Fatalf("%s: want the repeat named, got %s", tt.name, resp.body)
+			}
+		}
+		b.requireNothingStored(t)
+	})
+
+	// The IETF draft sends the key as a quoted string; quoted or bare, it is one key.
+	t.Run("QuotedKeyIsTheSameKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		first := b.postRide(t, b.Rider, `"`+testKey+`"`, testBody)
+		first.rideCreated(t)
+
+		bare := b.postRide(t, b.Rider, testKey, testBody)
+		bare.rideCreated(t)
+		if bare.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(bare.body, first.body) {
+			t.Fatalf("want the bare spelling to replay the quoted one's ride, got %q %s", bare.header.Get("Idempotent-Replayed"), bare.body)
+		}
+		if got := b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, testKey); got != 1 {
+			t.Fatalf("want the key stored without its quotes, got %d rows", got)
+		}
+		if n := len(b.SucceededCharges()); n != 1 {
+			t.Fatalf("want 1 charge, got %d", n)
+		}
+
+		b.postRide(t, b.Rider, `"`+testKey, testBody).requireProblem(t, http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid)
+	})
+
 	t.Run("BodyOfExactly64KiBIsAccepted", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
@@ -149,8 +203,9 @@ func TestCreateRide(t *testing.T) {
 		b := setup(t, setupOpts{})
 		first := b.postRide(t, b.DecliningRider, testKey, testBody)
 		p := first.requireProblem(t, http.StatusPaymentRequired, problem.CodeCardDeclined)
-		if !strings.Contains(p.Detail, "declined") {
-			t.Fatalf("want Stripe's message in the detail, got %q", p.Detail)
+		// Stripe writes a decline's message and code for the card's holder: they are passed on.
+		if p.Detail != "Your card was declined." || p.DeclineCode != "generic_decline" {
+			t.Fatalf("want Stripe's message and decline_code, got %s", first.body)
 		}
 
 		replay := b.postRide(t, b.DecliningRider, testKey, testBody)
@@ -163,6 +218,36 @@ func TestCreateRide(t *testing.T) {
 		replayed.RequestID = p.RequestID
 		if replay.header.Get("Idempotent-Replayed") != "true" || replayed != p {
 			t.Fatalf("want the 402 replayed, got %s after %s", replay.body, first.body)
+		}
+	})
+
+	// Stripe's message for a refusal that is not a decline is about our request and names our
+	// own ids: the rider and the stored answer get our text, the log gets Stripe's.
+	t.Run("ChargeRefusedAsInvalidIs402WithoutStripesText", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.Exec(t, `UPDATE users SET stripe_customer_id = 'cus_NotAtStripe42' WHERE id = $1`, b.Rider.ID)
+
+		first := b.postRide(t, b.Rider, testKey, testBody)
+		first.requireProblem(t, http.StatusPaymentRequired, problem.CodePaymentRejected)
+		replay := b.postRide(t, b.Rider, testKey, testBody)
+		replay.requireProblem(t, http.StatusPaymentRequired, problem.CodePaymentRejected)
+		var stored string
+		if err := b.Pool.QueryRow(t.Context(), `SELECT response_body::text FROM idempotency_keys`).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		for _, leak := range []string{"No such customer", "cus_NotAtStripe42", "resource_missing"} {
+			for name, text := range map[string]string{"answer": string(first.body), "replay": string(replay.body), "stored response": stored} {
+				if strings.Contains(text, leak) {
+					t.Fatalf("want none of Stripe's error in the %s, found %q in %s", name, leak, text)
+				}
+			}
+		}
+
+		line := b.logs.requireLine(t, "Phases: charge sent to Stripe")
+		if errText, _ := line["error"].(string); !strings.Contains(errText, "No such customer: 'cus_NotAtStripe42'") ||
+			!strings.HasPrefix(fmt.Sprint(line["stripe_request_id"]), "req_") || line["outcome"] != "refused" {
+			t.Fatalf("want Stripe's full error logged with its request id, got %v", line)
 		}
 	})
 

@@ -73,9 +73,7 @@ func (s *Server) Handler() http.Handler {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, errNotFound("No such route."))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, errMethodNotAllowed(r.Method))
-	})
+	r.MethodNotAllowed(methodNotAllowed)
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)

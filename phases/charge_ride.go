@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -165,6 +166,12 @@ func (e *Executor) createCharge(ctx context.Context, key *models.IdempotencyKey,
 // definitiveRefusal returns the problem to store when Stripe refused the charge for good: the
 // card was declined, or the request can never succeed as sent (no such customer, say). Retrying
 // either would only be refused again, so the request finishes with a 402.
+//
+// Stripe's own words reach the rider only for a card error: Stripe writes that message, and
+// its decline_code, for the card's holder ("Your card has insufficient funds."). Any other
+// refusal is about our request, not the card, and its message names our own identifiers ("No
+// such customer: 'cus_…'"), so the rider gets fixed text; the full error is in the log line of
+// the Stripe call (logStripeCall), with Stripe's request id.
 func definitiveRefusal(err error) *problem.Problem {
 	var stripeErr *stripe.Error
 	if !errors.As(err, &stripeErr) {
@@ -172,16 +179,24 @@ func definitiveRefusal(err error) *problem.Problem {
 	}
 	switch {
 	case stripeErr.Type == stripe.ErrorTypeCard:
-		return problem.New(statusPaymentRequired, problem.CodeCardDeclined, "Card declined",
-			"Error from payment processor: "+stripeErr.Msg)
+		p := problem.New(statusPaymentRequired, problem.CodeCardDeclined, "Card declined",
+			cmp.Or(stripeErr.Msg, cardDeclinedDetail))
+		p.DeclineCode = string(stripeErr.DeclineCode)
+		return p
 	case stripeErr.Type == stripe.ErrorTypeInvalidRequest && stripeErr.HTTPStatusCode < 500 &&
 		stripeErr.HTTPStatusCode != 401 && stripeErr.HTTPStatusCode != 403 &&
 		stripeErr.HTTPStatusCode != 409 && stripeErr.HTTPStatusCode != 429:
-		return problem.New(statusPaymentRequired, problem.CodePaymentRejected, "Payment rejected",
-			"Error from payment processor: "+stripeErr.Msg)
+		return problem.New(statusPaymentRequired, problem.CodePaymentRejected, "Payment rejected", paymentRejectedDetail)
 	}
 	return nil
 }
+
+// The details of the stored 402s where Stripe's message is not passed on: a card error without
+// one (Stripe always sends one, but the rider must be told something), and every other refusal.
+const (
+	cardDeclinedDetail    = "Your card was declined."
+	paymentRejectedDetail = "The payment processor refused this charge, and retrying will not change that. Check the card on your account or contact support."
+)
 
 // stuckAtStripe names why a failed charge can never be settled by re-sending it with the same
 // idempotency key, or returns "" if it can be:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,6 +106,16 @@ func TestChargeRide(t *testing.T) {
 		_ = json.Unmarshal(outcome.Body, &p)
 		if outcome.StatusCode != 402 || p.Code != problem.CodePaymentRejected {
 			t.Fatalf("want stored 402 payment_rejected, got %d %s", outcome.StatusCode, outcome.Body)
+		}
+		// Stripe's message names our customer; neither reaches the rider nor the stored answer.
+		var stored string
+		if err := b.Pool.QueryRow(ctx, `SELECT response_body::text FROM idempotency_keys`).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		for _, leak := range []string{"No such customer", "cus_gone"} {
+			if strings.Contains(string(outcome.Body), leak) || strings.Contains(stored, leak) {
+				t.Fatalf("want no trace of Stripe's error, found %q in %s (stored %s)", leak, outcome.Body, stored)
+			}
 		}
 	})
 

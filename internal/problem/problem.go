@@ -20,12 +20,14 @@ type Code string
 // The codes this API answers with.
 const (
 	CodeCardDeclined                Code = "card_declined"
+	CodeDuplicateHeader             Code = "duplicate_header"
 	CodeIdempotencyKeyInUse         Code = "idempotency_key_in_use"
 	CodeIdempotencyKeyInvalid       Code = "idempotency_key_invalid"
 	CodeIdempotencyKeyMissing       Code = "idempotency_key_missing"
 	CodeIdempotencyKeyReused        Code = "idempotency_key_reused"
 	CodeInternalError               Code = "internal_error"
 	CodeInvalidParameter            Code = "invalid_parameter"
+	CodeMethodNotAllowed            Code = "method_not_allowed"
 	CodeNotFound                    Code = "not_found"
 	CodePaymentNeedsReview          Code = "payment_needs_review"
 	CodePaymentProcessorUnavailable Code = "payment_processor_unavailable"
@@ -38,8 +40,8 @@ const (
 	CodeUnsupportedMediaType        Code = "unsupported_media_type"
 )
 
-// Problem is an RFC 9457 problem document extended with Code, for parameter errors Param, and
-// the id of the request it answers.
+// Problem is an RFC 9457 problem document extended with Code, for parameter errors Param, for
+// a declined card the issuer's DeclineCode, and the id of the request it answers.
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
@@ -47,6 +49,11 @@ type Problem struct {
 	Detail string `json:"detail"`
 	Code   Code   `json:"code"`
 	Param  string `json:"param,omitempty"`
+
+	// DeclineCode is the card issuer's reason for a card_declined, as Stripe gives it
+	// ("insufficient_funds"), for a client to tailor its message to the rider. Stripe documents
+	// it for end users; none of Stripe's other error fields reaches a client.
+	DeclineCode string `json:"decline_code,omitempty"`
 
 	// RequestID is the id of the HTTP request this document answers (its X-Request-Id), for a
 	// client to quote when it reports the error; the API sets it as it writes the document. A
