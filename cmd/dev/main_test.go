@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -70,6 +69,11 @@ func TestDev(t *testing.T) {
 			firstRideID, firstToken = rideID, token
 		}
 
+		// What dev runs now, and must stop: only this test's own processes, never another
+		// dev stack on the machine.
+		procs := descendants(t, p.Pid())
+		checkRunsAll(t, procs, append([]string{"postgres", "fakestripe"}, services...)...)
+
 		// Ctrl-C in a terminal signals the whole foreground process group.
 		if err := p.SignalGroup(syscall.SIGINT); err != nil {
 			t.Fatal(err)
@@ -77,11 +81,7 @@ func TestDev(t *testing.T) {
 		if code := p.Wait(t, 30*time.Second); code != 0 {
 			t.Fatalf("run %d: want exit 0 after Ctrl-C, got %d\n%s", run, code, p.Output())
 		}
-		for _, pattern := range []string{"rocketrides-dev-bin", dataDir} {
-			if left, _ := exec.Command("pgrep", "-f", pattern).Output(); len(left) > 0 {
-				t.Fatalf("run %d: processes left behind (%s): %s", run, pattern, left)
-			}
-		}
+		checkNoneRunning(t, procs)
 		// The services stopped before the database: none saw it go away.
 		if out := p.Output(); strings.Contains(out, "57P01") || strings.Contains(out, "terminating connection") {
 			t.Fatalf("run %d: the database stopped under a running service:\n%s", run, out)
