@@ -3,16 +3,22 @@
 // stripe-go at the URL it prints; drive its faults through the control API under /_fakestripe/.
 //
 //	PORT=12111 go run ./cmd/fakestripe        # or: go run ./cmd/fakestripe -addr 127.0.0.1:0
+//	go run ./cmd/fakestripe -journal .data/fakestripe.jsonl
+//
+// Its customers and charges live in memory unless -journal names a file to keep them in, which a
+// database kept between runs needs: the riders it holds are the stand-in's customers.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/fakestripe"
@@ -41,22 +47,38 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	flags := flag.NewFlagSet("fakestripe", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	addr := flags.String("addr", "127.0.0.1:"+port, "address to listen on; overrides PORT")
+	journalPath := flags.String("journal", "", "keep customers, charges and idempotent results in this file, and read back what it holds (default: in memory only)")
 	if err := flags.Parse(args); err != nil {
 		return fmt.Errorf("error parsing flags: %w", err)
 	}
 
 	logger := bootstrap.NewLogger(stderr, cfg)
+	fake, err := newServer(*journalPath, fakestripe.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
 	listener, err := net.Listen("tcp", *addr)
 	if err != nil {
-		return fmt.Errorf("error listening: %w", err)
+		return errors.Join(fmt.Errorf("error listening: %w", err), fake.CloseJournal())
 	}
 	url := "http://" + listener.Addr().String()
 	fmt.Fprintln(stdout, url)
 	logger.InfoContext(ctx, "Fakestripe: listening", slog.String("url", url))
 
-	fake := fakestripe.New(fakestripe.Options{Logger: logger})
 	// Release requests held by timeout faults as soon as shutdown starts, or draining would
 	// wait for them until the shutdown timeout.
 	context.AfterFunc(ctx, fake.Close)
-	return bootstrap.ServeHTTP(ctx, listener, fake, logger, nil)
+	err = bootstrap.ServeHTTP(ctx, listener, fake, logger, nil)
+	return errors.Join(err, fake.CloseJournal())
+}
+
+// newServer returns the stand-in, kept in the journal at journalPath if set.
+func newServer(journalPath string, opts fakestripe.Options) (*fakestripe.Server, error) {
+	if journalPath == "" {
+		return fakestripe.New(opts), nil
+	}
+	if err := os.MkdirAll(filepath.Dir(journalPath), 0o755); err != nil {
+		return nil, fmt.Errorf("error creating the journal's directory: %w", err)
+	}
+	return fakestripe.Open(journalPath, opts)
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stripe/stripe-go/v76"
@@ -17,31 +19,9 @@ func TestRun(t *testing.T) {
 
 	t.Run("ServesStripeUntilCancelled", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithCancel(t.Context())
-		stdout, stdoutWriter := io.Pipe()
-		done := make(chan error, 1)
-		go func() {
-			done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, func(string) string { return "" }, stdoutWriter, t.Output())
-		}()
+		url, stop := start(t, "-addr", "127.0.0.1:0")
 
-		url, err := bufio.NewReader(stdout).ReadString('\n')
-		if err != nil {
-			t.Fatalf("error reading the URL: %v", err)
-		}
-		url = strings.TrimSpace(url)
-		if !strings.HasPrefix(url, "http://127.0.0.1:") {
-			t.Fatalf("printed %q, want a loopback URL", url)
-		}
-
-		backend := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
-			URL:               stripe.String(url),
-			MaxNetworkRetries: stripe.Int64(0),
-			HTTPClient:        &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
-			LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
-		})
-		sc := &client.API{}
-		sc.Init("sk_test_cmd", &stripe.Backends{API: backend, Connect: backend, Uploads: backend})
-		ch, err := sc.Charges.New(&stripe.ChargeParams{
+		ch, err := stripeClient(url).Charges.New(&stripe.ChargeParams{
 			Amount:   stripe.Int64(2000),
 			Currency: stripe.String("usd"),
 			Source:   &stripe.PaymentSourceSourceParams{Token: stripe.String("tok_visa")},
@@ -53,9 +33,29 @@ func TestRun(t *testing.T) {
 			t.Errorf("charge status %q, want succeeded", ch.Status)
 		}
 
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("run returned %v after cancellation, want nil", err)
+		}
+	})
+
+	t.Run("JournalKeepsCustomersForTheNextRun", func(t *testing.T) {
+		t.Parallel()
+		// A directory that does not exist yet, as .data/ on a fresh clone.
+		journal := filepath.Join(t.TempDir(), "data", "fakestripe.jsonl")
+		url, stop := start(t, "-addr", "127.0.0.1:0", "-journal", journal)
+		cus, err := stripeClient(url).Customers.New(&stripe.CustomerParams{Source: stripe.String("tok_visa")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+
+		url, stop = start(t, "-addr", "127.0.0.1:0", "-journal", journal)
+		defer stop()
+		params := &stripe.ChargeParams{Amount: stripe.Int64(2000), Currency: stripe.String("usd"), Customer: stripe.String(cus.ID)}
+		if _, err := stripeClient(url).Charges.New(params); err != nil {
+			t.Fatalf("want the customer of the first run charged, got %v", err)
 		}
 	})
 
@@ -68,4 +68,47 @@ func TestRun(t *testing.T) {
 			t.Errorf("got %v, want a listen error", err)
 		}
 	})
+}
+
+// start runs the command with args until the returned stop is called, and returns the URL it
+// printed.
+func start(t *testing.T, args ...string) (url string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	stdout, stdoutWriter := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, args, func(string) string { return "" }, stdoutWriter, t.Output())
+	}()
+	url, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("error reading the URL: %v (run: %v)", err, <-done)
+	}
+	url = strings.TrimSpace(url)
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("printed %q, want a loopback URL", url)
+	}
+	var stopped error
+	var once sync.Once
+	return url, func() error {
+		once.Do(func() {
+			cancel()
+			stopped = <-done
+		})
+		return stopped
+	}
+}
+
+// stripeClient is stripe-go pointed at url, without retries of its own.
+func stripeClient(url string) *client.API {
+	backend := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
+		URL:               stripe.String(url),
+		MaxNetworkRetries: stripe.Int64(0),
+		HTTPClient:        &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
+	})
+	sc := &client.API{}
+	sc.Init("sk_test_cmd", &stripe.Backends{API: backend, Connect: backend, Uploads: backend})
+	return sc
 }

@@ -6,6 +6,7 @@ import "time"
 type card struct {
 	id       string
 	customer string // empty for a card used once through a token
+	token    string // the test token it was made from
 	cardTemplate
 }
 

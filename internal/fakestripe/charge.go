@@ -108,6 +108,7 @@ func (s *Server) createCharge(req *apiRequest) result {
 	}
 	s.charges = append(s.charges, ch)
 	s.chargesByID[ch.ID] = ch
+	req.changes.Charge = ch.record()
 
 	if ch.Status == ChargeStatusFailed {
 		return failedExecuting(cardDeclined(ch.ID))
@@ -140,7 +141,7 @@ func (s *Server) chargeSource(customerID, source string) (*card, *apiError) {
 		if !ok {
 			return nil, noSuchResource(http.StatusBadRequest, "token", "source", source)
 		}
-		return &card{id: newID("card_"), cardTemplate: template}, nil
+		return &card{id: newID("card_"), token: source, cardTemplate: template}, nil
 	}
 
 	c, ok := s.customers[customerID]

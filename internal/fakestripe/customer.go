@@ -46,12 +46,13 @@ func (s *Server) createCustomer(req *apiRequest) result {
 		if template.declinesAttach {
 			return failedExecuting(cardDeclined(""))
 		}
-		c.card = &card{id: newID("card_"), customer: c.id, cardTemplate: template}
+		c.card = &card{id: newID("card_"), customer: c.id, token: token, cardTemplate: template}
 	}
 
 	s.mu.Lock()
 	s.customers[c.id] = c
 	s.mu.Unlock()
+	req.changes.Customer = c.record()
 
 	return succeeded(c.object())
 }

@@ -1,6 +1,8 @@
 package fakestripe
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"sync"
@@ -16,8 +18,8 @@ type idempotencyStore struct {
 }
 
 type idempotencyScope struct {
-	apiKey string
-	key    string
+	account string // a digest of the API key, which a journal may hold where the key may not go
+	key     string
 }
 
 type idempotentRequest struct {
@@ -44,7 +46,7 @@ func (st *idempotencyStore) reset() {
 // compared decoded, so the order a client encodes them in does not matter. A result that is not
 // saved (see result.saved) releases the key for a retry.
 func (st *idempotencyStore) do(req *apiRequest, h handlerFunc) result {
-	scope := idempotencyScope{apiKey: req.apiKey, key: req.idempotencyKey}
+	scope := idempotencyScope{account: accountOf(req.apiKey), key: req.idempotencyKey}
 	// url.Values.Encode sorts by key, which makes it canonical for the comparison.
 	params := req.params.Encode()
 
@@ -72,6 +74,10 @@ func (st *idempotencyStore) do(req *apiRequest, h handlerFunc) result {
 		claim.finished = true
 		claim.result = res
 		st.mu.Unlock()
+		req.changes.Idempotent = &idempotentRecord{
+			Account: scope.account, Key: scope.key, Endpoint: claim.endpoint, Params: claim.params,
+			RequestID: claim.requestID, Status: res.status, Body: res.body,
+		}
 	} else {
 		st.release(scope)
 	}
@@ -108,4 +114,10 @@ func (prev *idempotentRequest) answer(req *apiRequest, params string) result {
 	res.replayed = true
 	res.originalRequestID = prev.requestID
 	return res
+}
+
+// accountOf names the account an API key belongs to: one per key, as the stand-in models it.
+func accountOf(apiKey string) string {
+	sum := sha256.Sum256([]byte(apiKey))
+	return hex.EncodeToString(sum[:])
 }

@@ -1,8 +1,8 @@
-// Package fakestripe is a stateful, in-memory stand-in for the part of the Stripe API that Rocket
-// Rides uses: customers and charges. It speaks Stripe's wire format (form-encoded requests,
-// Bearer secret keys, JSON objects and Stripe's error envelope) so that the real stripe-go client
-// runs against it unchanged, and it keeps Stripe's idempotency-key promises, which are the point
-// of the whole project.
+// Package fakestripe is a stateful stand-in for the part of the Stripe API that Rocket Rides
+// uses: customers and charges, held in memory and, in a Server made by Open, kept in a file too.
+// It speaks Stripe's wire format (form-encoded requests, Bearer secret keys, JSON objects and
+// Stripe's error envelope) so that the real stripe-go client runs against it unchanged, and it
+// keeps Stripe's idempotency-key promises, which are the point of the whole project.
 //
 // Tests can make it misbehave the ways a network and a payment provider do (a 500, a request
 // that hangs, a charge whose response never arrives) and then ask how many charges it holds,
@@ -45,7 +45,7 @@ type Options struct {
 }
 
 // Server is the Stripe stand-in, an http.Handler safe for concurrent use. Its state lives in
-// memory for the Server's lifetime; Reset empties it. It models one account: every accepted API
+// memory for the Server's lifetime, and in the journal of one made by Open; Reset empties it. It models one account: every accepted API
 // key sees the same customers and charges, and only idempotency keys are scoped per API key.
 type Server struct {
 	apiKeys          []string
@@ -53,6 +53,7 @@ type Server struct {
 	timeoutFaultHang time.Duration
 	mux              *http.ServeMux
 	idempotency      *idempotencyStore
+	journal          *journal // nil: the state lives in memory only
 
 	closed    chan struct{} // closed by Close, to release requests held by faults
 	closeOnce sync.Once
@@ -117,10 +118,16 @@ func (s *Server) Close() {
 }
 
 // Reset forgets all customers, charges, idempotent results, pending faults, latency and the
-// charge request count, so that one long-running process can serve test after test.
+// charge request count, so that one long-running process can serve test after test. A journal
+// (see Open) is emptied too.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.journal != nil {
+		if err := s.journal.truncate(); err != nil {
+			s.logger.Error("Fakestripe: error resetting journal", slog.String("error", err.Error()))
+		}
+	}
 
 	s.customers = make(map[string]*customer)
 	s.charges = nil
@@ -139,6 +146,9 @@ type apiRequest struct {
 	apiKey         string
 	idempotencyKey string
 	params         url.Values
+
+	// changes is what the request added to the Server's state, for its journal (see Open).
+	changes journalEntry
 }
 
 func newAPIRequest(r *http.Request) *apiRequest {
@@ -205,6 +215,11 @@ func (s *Server) api(h handlerFunc) http.Handler {
 			}
 		}
 
+		if err := s.record(req); err != nil {
+			// Told of nothing, the client retries; its key replays what memory holds.
+			s.logger.ErrorContext(r.Context(), "Fakestripe: error recording request", slog.String("error", err.Error()))
+			res = rejected(internalError())
+		}
 		writeResult(w, req, res)
 		s.logger.InfoContext(r.Context(), "Fakestripe: answered request",
 			slog.String("method", r.Method),
