@@ -1,14 +1,17 @@
 // Command dev runs the whole Rocket Rides service on one machine with nothing but Go and the
 // PostgreSQL server binaries installed:
 //
-//	go run ./cmd/dev            # throwaway database, gone on exit
-//	go run ./cmd/dev -persist   # database kept in .data/postgres between runs
+//	go run ./cmd/dev            # throwaway state, gone on exit
+//	go run ./cmd/dev -persist   # state kept in .data between runs
 //	go run ./cmd/dev -data-dir DIR
+//	go run ./cmd/dev -db-only   # only PostgreSQL, migrated and kept in .data, for a Procfile manager
 //
 // It starts a PostgreSQL cluster, migrates it, starts the Stripe stand-in, creates two demo
 // riders (one whose card works, one whose card is declined), and runs the API, worker,
 // enqueuer, completer and reaper as separate processes, the way a Procfile manager would, with
-// their output prefixed by name. Ctrl-C stops all of it and leaves no process behind.
+// their output prefixed by name. Ctrl-C stops all of it and leaves no process behind. Kept state
+// is the database and the Stripe stand-in's customers and charges, together: the database's
+// riders are the stand-in's customers.
 package main
 
 import (
@@ -17,25 +20,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
-	"github.com/rocketrides/rocketrides/internal/pgcluster"
 	"github.com/rocketrides/rocketrides/internal/supervisor"
 )
-
-// databaseName is the database dev creates in its cluster.
-const databaseName = "rocketrides"
 
 // stripeAPIKey is what the processes charge with; the stand-in accepts any sk_test_ key.
 const stripeAPIKey = "sk_test_rocketrides_dev"
@@ -49,15 +44,22 @@ func main() {
 	})
 }
 
+// persistDirDefault is where -persist and -db-only keep their state, under the module's root.
+const persistDirDefault = ".data"
+
+// apiPortDefault is the API's port when PORT is unset, the one .env.example and the README use.
+const apiPortDefault = 5004
+
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	flags := flag.NewFlagSet("dev", flag.ContinueOnError)
-	persist := flags.Bool("persist", false, "keep the database in .data/postgres between runs")
-	dataDir := flags.String("data-dir", "", "keep the database in this directory between runs (implies -persist)")
+	persist := flags.Bool("persist", false, "keep the database and the Stripe stand-in's customers and charges in "+persistDirDefault+" between runs")
+	dataDir := flags.String("data-dir", "", "keep them in this directory between runs (implies -persist): the database in DIR/"+postgresSubdir+", the stand-in's in DIR/"+stripeJournalFile)
+	dbOnly := flags.Bool("db-only", false, "run only PostgreSQL, migrated and kept in "+persistDirDefault+" (or -data-dir), where DATABASE_URL says (default "+dbOnlyURLDefault+")")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	port := 5004
-	if v := getenv("PORT"); v != "" {
+	port := apiPortDefault
+	if v := getenv("PORT"); v != "" && !*dbOnly {
 		p, err := strconv.Atoi(v)
 		if err != nil || p < 1 || p > 65535 {
 			return fmt.Errorf("PORT must be a port number, not %q", v)
@@ -72,6 +74,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	out := supervisor.NewPrefixWriter(stdout)
 	logf := func(format string, args ...any) { out.Line("dev", fmt.Sprintf(format, args...)) }
 
+	state := stateDir("")
+	switch {
+	case *dataDir != "":
+		// Absolute, as Postgres runs in a directory of its own.
+		abs, err := filepath.Abs(*dataDir)
+		if err != nil {
+			return err
+		}
+		state = stateDir(abs)
+	case *persist || *dbOnly:
+		state = stateDir(filepath.Join(root, persistDirDefault))
+	}
+	if *dbOnly {
+		return runDatabaseOnly(ctx, state, getenv("DATABASE_URL"), stdout, logf)
+	}
+	if err := state.check(); err != nil {
+		return err
+	}
+
 	binDir, err := os.MkdirTemp("", "rocketrides-dev-bin")
 	if err != nil {
 		return err
@@ -82,10 +103,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 
-	if *persist && *dataDir == "" {
-		*dataDir = filepath.Join(root, ".data", "postgres")
-	}
-	cluster, databaseURL, err := startDatabase(ctx, *dataDir, logf)
+	cluster, databaseURL, err := startDatabase(ctx, state.Postgres(), 0, databaseName, logf)
 	if err != nil {
 		return err
 	}
@@ -106,7 +124,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 
-	stripe, err := sup.Start("", "fakestripe", nil, "-addr", "127.0.0.1:0")
+	stripeArgs := []string{"-addr", "127.0.0.1:0"}
+	if journal := state.StripeJournal(); journal != "" {
+		stripeArgs = append(stripeArgs, "-journal", journal)
+	}
+	stripe, err := sup.Start("", "fakestripe", nil, stripeArgs...)
 	if err != nil {
 		return err
 	}
@@ -138,7 +160,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if err != nil {
 			return err
 		}
-		metrics[i] = metricsEndpoint{name: name, url: "http://" + addr + "/metrics"}
+		metrics[i] = metricsEndpoint{Name: name, URL: "http://" + addr + "/metrics"}
 		if _, err := sup.Start("", name, append(slices.Clip(env), "METRICS_ADDR="+addr)); err != nil {
 			return err
 		}
@@ -149,11 +171,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	for _, m := range metrics {
-		if err := waitOK(ctx, m.url, sup); err != nil {
+		if err := waitOK(ctx, m.URL, sup); err != nil {
 			return err
 		}
 	}
-	fmt.Fprint(stdout, banner(port, databaseURL, stripeURL, rider, declined, metrics))
+	fmt.Fprint(stdout, banner(bannerData{
+		APIURL: fmt.Sprintf("http://localhost:%d", port), DatabaseURL: databaseURL, StripeAPIKey: stripeAPIKey, StripeURL: stripeURL,
+		State: state, Rider: rider, Declined: declined, Metrics: metrics,
+	}))
 
 	select {
 	case <-ctx.Done():
@@ -197,51 +222,6 @@ func freeLoopbackAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// startDatabase starts the cluster, in dataDir if set and in a throwaway directory if not, and
-// creates the database if it does not exist yet.
-func startDatabase(ctx context.Context, dataDir string, logf func(string, ...any)) (*pgcluster.Cluster, string, error) {
-	cfg := pgcluster.Config{Logger: slog.New(slog.DiscardHandler)}
-	if dataDir != "" {
-		cfg.DataDir = dataDir
-		// A database that outlives the process gets durability back.
-		cfg.Settings = map[string]string{"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
-		if err := os.MkdirAll(filepath.Dir(cfg.DataDir), 0o755); err != nil {
-			return nil, "", err
-		}
-	}
-	logf("Starting PostgreSQL (data in %s)", dataDirLabel(cfg.DataDir))
-	cluster, err := pgcluster.Start(ctx, cfg)
-	if err != nil {
-		return nil, "", err
-	}
-
-	conn, err := pgx.Connect(ctx, cluster.URL("postgres"))
-	if err != nil {
-		_ = cluster.Stop(ctx)
-		return nil, "", err
-	}
-	defer conn.Close(ctx)
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, databaseName).Scan(&exists); err != nil {
-		_ = cluster.Stop(ctx)
-		return nil, "", err
-	}
-	if !exists {
-		if _, err := conn.Exec(ctx, "CREATE DATABASE "+databaseName); err != nil {
-			_ = cluster.Stop(ctx)
-			return nil, "", fmt.Errorf("error creating database: %w", err)
-		}
-	}
-	return cluster, cluster.URL(databaseName), nil
-}
-
-func dataDirLabel(dir string) string {
-	if dir == "" {
-		return "a temporary directory, removed on exit"
-	}
-	return dir
-}
-
 // demoRider is what create-user printed.
 type demoRider struct {
 	ID    int64  `json:"id"`
@@ -249,9 +229,9 @@ type demoRider struct {
 	Token string `json:"token"`
 }
 
-// createDemoRider creates a rider with a fresh Stripe customer. Emails carry the process id so
-// that a persistent database, which keeps the riders of earlier runs, takes new ones: the Stripe
-// stand-in starts empty each run and would not know the old riders' customers.
+// createDemoRider creates a rider with a fresh Stripe customer. Its token is shown only once, so
+// each run makes new demo riders; the email carries the process id so that a kept database,
+// which holds the riders of earlier runs (and their tokens still work), takes them.
 func createDemoRider(ctx context.Context, sup *supervisor.Supervisor, env []string, name, card string) (*demoRider, error) {
 	email := fmt.Sprintf("%s+%d@rocketrides.example", name, os.Getpid())
 	out, err := sup.Output(ctx, "admin", env, "create-user", "-email", email, "-card", card)
@@ -263,47 +243,4 @@ func createDemoRider(ctx context.Context, sup *supervisor.Supervisor, env []stri
 		return nil, fmt.Errorf("error reading create-user output %q: %w", out, err)
 	}
 	return &rider, nil
-}
-
-// metricsEndpoint is where one process serves its Prometheus metrics.
-type metricsEndpoint struct {
-	name string
-	url  string
-}
-
-func banner(port int, databaseURL, stripeURL string, rider, declined *demoRider, metrics []metricsEndpoint) string {
-	var endpoints strings.Builder
-	for _, m := range metrics {
-		fmt.Fprintf(&endpoints, "  %-12s %s\n", m.name, m.url)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `
-Rocket Rides is running.
-
-  API          http://localhost:%[1]d
-  Stripe       %[3]s (stand-in)
-  DATABASE_URL %[2]s
-
-Metrics of each process (Prometheus text format):
-%[8]s
-Demo riders (tokens are shown only now):
-  %[4]s  RIDER=%[5]s
-  %[6]s  DECLINED=%[7]s
-
-Try it (run the same command twice: the second answer is a replay):
-
-  curl -i http://localhost:%[1]d/rides -H "Authorization: Bearer %[5]s" \
-    -H "Idempotency-Key: my-first-ride-0000000001" \
-    -d origin_lat=37.7749 -d origin_lon=-122.4194 -d target_lat=37.3382 -d target_lon=-121.8863
-
-  # a declined card (402), and a request that fails after ride_created (500) then recovers:
-  curl -i http://localhost:%[1]d/rides -H "Authorization: Bearer %[7]s" \
-    -H "Idempotency-Key: declined-ride-0000000001" -d origin_lat=0 -d origin_lon=0 -d target_lat=1 -d target_lon=1
-  curl -i http://localhost:%[1]d/rides -H "Authorization: Bearer %[5]s" \
-    -H "Idempotency-Key: flaky-ride-000000000001" -d origin_lat=0 -d origin_lon=0 -d target_lat=1 -d target_lon=1 -d raise_error=true
-
-The worker writes each receipt email to its log. Ctrl-C stops everything.
-
-`, port, databaseURL, stripeURL, rider.Email, rider.Token, declined.Email, declined.Token, endpoints.String())
-	return b.String()
 }

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"strings"
+	"text/template"
+)
+
+// metricsEndpoint is where one process serves its Prometheus metrics.
+type metricsEndpoint struct {
+	Name string
+	URL  string
+}
+
+// bannerData is what the banner tells.
+type bannerData struct {
+	APIURL       string
+	DatabaseURL  string
+	StripeAPIKey string
+	StripeURL    string
+	State        stateDir
+	Rider        *demoRider
+	Declined     *demoRider
+	Metrics      []metricsEndpoint
+}
+
+// bannerTemplate is printed once everything it names answers. Its export lines are what admin,
+// the simulator and cmd/rides read, so that a second terminal can use the stack; its commands
+// use them. DATABASE_URL is quoted: a socket URL holds '&'. Each demo says how it ends and how
+// to see it; the rate limit keeps a demo rider to 10 rides a minute.
+var bannerTemplate = template.Must(template.New("banner").Parse(`
+Rocket Rides is running.
+
+  API          {{.APIURL}}
+  Stripe       {{.StripeURL}} (stand-in)
+  Data         {{if .State}}kept in {{.State}}: the database in {{.State.Postgres}},
+               the Stripe stand-in's customers and charges in {{.State.StripeJournal}}{{else}}{{.State}}{{end}}
+
+Metrics of each process (Prometheus text format):
+{{range .Metrics}}  {{printf "%-12s" .Name}} {{.URL}}
+{{end}}
+Demo riders: {{.Rider.Email}} (card works), {{.Declined.Email}} (card declined).
+Their tokens are shown only now. In another terminal, paste these first: admin, the simulator
+and the client (cmd/rides) read them, and the commands below use them.
+
+  export DATABASE_URL='{{.DatabaseURL}}'
+  export STRIPE_API_KEY={{.StripeAPIKey}} STRIPE_API_URL={{.StripeURL}}
+  export API_URL={{.APIURL}} RIDER={{.Rider.Token}} DECLINED={{.Declined.Token}}
+
+Book a ride: 201 Created. Send the same command again: the same 201, replayed
+(Idempotent-Replayed: true), and Stripe still holds one charge.
+
+  curl -i "$API_URL/rides" -H "Authorization: Bearer $RIDER" \
+    -H "Idempotency-Key: my-first-ride-0000000001" \
+    -d origin_lat=37.7749 -d origin_lon=-122.4194 -d target_lat=37.3382 -d target_lon=-121.8863
+
+A declined card: 402 card_declined. The refusal is final: sent again, it is replayed, and Stripe
+is not asked twice.
+
+  curl -i "$API_URL/rides" -H "Authorization: Bearer $DECLINED" \
+    -H "Idempotency-Key: declined-ride-0000000001" -d origin_lat=0 -d origin_lon=0 -d target_lat=1 -d target_lon=1
+
+A request that fails after its ride is created (raise_error): 500 internal_error, with the ride
+recorded, nothing charged, and the key left at its recovery point ride_created. It recovers
+either way:
+  - send it again without "-d raise_error=true": it resumes at ride_created, charges once: 201;
+  - or leave it: once it is 5 minutes old, the completer finishes it (the completer's log says
+    "Completer: pushed keys" num_succeeded=1, and its metrics count
+    rocketrides_completer_keys_total{result="succeeded"}); the same command then replays the 201.
+
+  curl -i "$API_URL/rides" -H "Authorization: Bearer $RIDER" \
+    -H "Idempotency-Key: flaky-ride-000000000001" -d origin_lat=0 -d origin_lon=0 -d target_lat=1 -d target_lon=1 -d raise_error=true
+
+The client retries for you with one key and prints what became of the ride (its exit status
+tells booked, refused and unknown apart; see "The client" in the README):
+
+  go run ./cmd/rides -token "$RIDER" -from 37.7749,-122.4194 -to 37.3382,-121.8863
+
+Each rider may book 10 rides a minute; beyond that, 429 rate_limited with Retry-After.
+The worker writes each receipt email to its log. Ctrl-C stops everything.
+
+`))
+
+// banner renders bannerTemplate.
+func banner(data bannerData) string {
+	var b strings.Builder
+	if err := bannerTemplate.Execute(&b, data); err != nil {
+		// The template and its data are both this file's: an error is a bug.
+		panic("dev: rendering the banner: " + err.Error())
+	}
+	return b.String()
+}

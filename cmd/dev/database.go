@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rocketrides/rocketrides/internal/pgcluster"
+)
+
+// databaseName is the database dev creates in its cluster.
+const databaseName = "rocketrides"
+
+// A kept data directory holds the database in postgresSubdir and the Stripe stand-in's customers
+// and charges in stripeJournalFile: the one names the other's customers, so they are kept, and
+// thrown away, together.
+const (
+	postgresSubdir    = "postgres"
+	stripeJournalFile = "fakestripe.jsonl"
+)
+
+// stateDir is where dev keeps its state between runs, given with -data-dir or -persist; empty
+// for a throwaway stack.
+type stateDir string
+
+// Postgres is the cluster's data directory, empty for a throwaway one.
+func (d stateDir) Postgres() string {
+	if d == "" {
+		return ""
+	}
+	return filepath.Join(string(d), postgresSubdir)
+}
+
+// StripeJournal is the Stripe stand-in's journal, empty for one that keeps nothing.
+func (d stateDir) StripeJournal() string {
+	if d == "" {
+		return ""
+	}
+	return filepath.Join(string(d), stripeJournalFile)
+}
+
+// check refuses a directory that an earlier dev used as the cluster itself, before it kept the
+// stand-in's customers beside it: a cluster made inside that cluster would hide its riders.
+func (d stateDir) check() error {
+	if d == "" {
+		return nil
+	}
+	_, err := os.Stat(filepath.Join(string(d), "PG_VERSION"))
+	switch {
+	case err == nil:
+		return fmt.Errorf("%s holds a database as an earlier dev kept it, in the directory itself; dev now keeps it in %s, beside the Stripe stand-in's customers: move it there, or start afresh with another -data-dir",
+			d, d.Postgres())
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	default:
+		return fmt.Errorf("error reading the data directory: %w", err)
+	}
+}
+
+func (d stateDir) String() string {
+	if d == "" {
+		return "a temporary directory, removed on exit"
+	}
+	return string(d)
+}
+
+// startDatabase starts the cluster, in dir if set and in a throwaway directory if not, on TCP
+// port port of localhost if not zero, and creates database dbName if it does not exist yet. It
+// returns the database's URL.
+func startDatabase(ctx context.Context, dir string, port int, dbName string, logf func(string, ...any)) (*pgcluster.Cluster, string, error) {
+	cfg := pgcluster.Config{Logger: slog.New(slog.DiscardHandler), Port: port}
+	if dir != "" {
+		cfg.DataDir = dir
+		// A database that outlives the process gets durability back.
+		cfg.Settings = map[string]string{"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+		if err := os.MkdirAll(filepath.Dir(cfg.DataDir), 0o755); err != nil {
+			return nil, "", err
+		}
+	}
+	logf("Starting PostgreSQL (data in %s)", stateDir(dir))
+	cluster, err := pgcluster.Start(ctx, cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := createDatabase(ctx, cluster.URL("postgres"), dbName); err != nil {
+		return nil, "", errors.Join(err, cluster.Stop(ctx))
+	}
+	return cluster, cluster.URL(dbName), nil
+}
+
+// createDatabase creates database name unless it exists.
+func createDatabase(ctx context.Context, serverURL, name string) error {
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("error creating database: %w", err)
+	}
+	return nil
+}
+
+// dbOnlyURLDefault is the database -db-only serves when DATABASE_URL is unset, the one
+// .env.example names. Its port is one above Postgres's own, which a Postgres installed on the
+// machine may already hold.
+const dbOnlyURLDefault = "postgres://postgres@localhost:5433/rocketrides?sslmode=disable"
+
+// dbOnlyTarget reads the database -db-only is to serve from databaseURL (DATABASE_URL, empty
+// for the default): a Procfile manager's processes connect to the URL in .env, so -db-only
+// listens where it says. It runs a database of its own on this machine, so the URL must name
+// localhost and the cluster's user, postgres.
+func dbOnlyTarget(databaseURL string) (port int, dbName string, err error) {
+	if databaseURL == "" {
+		databaseURL = dbOnlyURLDefault
+	}
+	u, err := url.Parse(databaseURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return 0, "", fmt.Errorf("DATABASE_URL %q is not a postgres:// URL", databaseURL)
+	}
+	if host := u.Hostname(); host != "localhost" && host != "127.0.0.1" {
+		return 0, "", fmt.Errorf("DATABASE_URL names host %q: -db-only runs a database on this machine, so it must name localhost, as in %s", host, dbOnlyURLDefault)
+	}
+	if user := u.User.Username(); user != "postgres" {
+		return 0, "", fmt.Errorf("DATABASE_URL names user %q: -db-only's database has the one user postgres, as in %s", user, dbOnlyURLDefault)
+	}
+	port = 5432 // libpq's default, for a URL that names none
+	if p := u.Port(); p != "" {
+		if port, err = strconv.Atoi(p); err != nil || port < 1 || port > 65535 {
+			return 0, "", fmt.Errorf("DATABASE_URL names port %q, not a port number", p)
+		}
+	}
+	dbName = u.Path
+	if len(dbName) > 0 && dbName[0] == '/' {
+		dbName = dbName[1:]
+	}
+	if dbName == "" {
+		return 0, "", fmt.Errorf("DATABASE_URL names no database: end it with /%s, as in %s", databaseName, dbOnlyURLDefault)
+	}
+	return port, dbName, nil
+}
