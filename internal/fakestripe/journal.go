@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -98,6 +99,11 @@ func Open(path string, opts Options) (*Server, error) {
 	file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("error opening the Stripe stand-in's journal: %w", err)
+	}
+	// One writer only: two stand-ins on one journal would write over each other's lines. The
+	// lock goes with the file, when it is closed or the process dies.
+	if err := syscall.Flock(int(file.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return nil, errors.Join(fmt.Errorf("error locking the Stripe stand-in's journal %s (does another stand-in use it?): %w", path, err), file.Close())
 	}
 	if len(complete) < len(data) {
 		s.logger.Warn("Fakestripe: dropped the journal's last line, cut short", slog.String("path", path))

@@ -107,11 +107,12 @@ func TestJournal(t *testing.T) {
 		stopJournaled(t, first)
 		appendFile(t, path, `{"customer":{"id":"cus_cut`)
 
-		_, b = openJournaled(t, path)
+		second, b := openJournaled(t, path)
 		if _, err := b.stripe.Customers.Get(cus.ID, nil); err != nil {
 			t.Fatalf("want the whole lines read, got %v", err)
 		}
 		later := b.createCustomer(t, "tok_visa")
+		stopJournaled(t, second)
 
 		// What follows the cut is written where it was, so that the file reads whole again.
 		third, b := openJournaled(t, path)
@@ -133,6 +134,18 @@ func TestJournal(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "line 2") {
 			t.Fatalf("want an error naming line 2, got %v", err)
 		}
+	})
+
+	t.Run("OneStandInAtATime", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "fakestripe.jsonl")
+		first, _ := openJournaled(t, path)
+
+		if _, err := fakestripe.Open(path, fakestripe.Options{}); err == nil || !strings.Contains(err.Error(), "another stand-in") {
+			t.Fatalf("want a second stand-in on the journal refused, got %v", err)
+		}
+		stopJournaled(t, first)
+		_, _ = openJournaled(t, path) // free once the first closed it
 	})
 
 	t.Run("ResetEmptiesIt", func(t *testing.T) {
