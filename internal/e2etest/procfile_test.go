@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,7 +24,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rocketrides/rocketrides/client"
-	"github.com/rocketrides/rocketrides/internal/dbtest"
 	"github.com/rocketrides/rocketrides/internal/proctest"
 	"github.com/rocketrides/rocketrides/internal/smtptest"
 )
@@ -35,14 +36,15 @@ var procfileProcesses = []string{"api", "worker", "enqueuer", "completer", "reap
 const apiMetricsPortOffset = 50
 
 // TestProcfile follows the README's Procfile steps as written, in a copy of the repository, with
-// a real Procfile manager: the build step, .env from .env.example (edited to point at this
-// test's database, Stripe stand-in, mail server and ports, as the README says to edit it), the
-// migration, the Stripe stand-in and the manager. It checks that every process runs from the
-// binaries the build step made (or, for Procfile.dev, built on start), books a ride and waits
-// for its receipt and the simulator's rides, reads every process's /metrics on the port the
-// Procfile gives it while all run, stops the manager and checks that every process exited 0
-// within the grace period .foreman sets, that nothing was killed, and that no process, lock or
-// running job is left. The managers must be installed, so it runs under the procfile build tag:
+// a real Procfile manager: the build step, .env from .env.example (edited to give this test ports
+// of its own and its mail server, which tests running at once need), the database that dev
+// -db-only runs where .env says, the migration, the Stripe stand-in and the manager. It checks
+// that every process runs from the binaries the build step made (or, for Procfile.dev, built on
+// start), books a ride and waits for its receipt and the simulator's rides, reads every
+// process's /metrics on the port the Procfile gives it while all run, stops the manager and
+// checks that every process exited 0 within the grace period .foreman sets, that nothing was
+// killed, and that no process, lock or running job is left; then it stops the database as the
+// README says, with kill, and checks that none of its processes is left either. The managers must be installed, so it runs under the procfile build tag:
 // `go test -tags procfile -run TestProcfile ./internal/e2etest` (.ci/run installs them and runs it).
 func TestProcfile(t *testing.T) {
 	t.Parallel()
@@ -108,40 +110,53 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 	}
 	ctx := context.Background()
 	app := copyRepository(t, built, true)
-	databaseURL := dbtest.NewDB(t)
+	// As root, dev -db-only's Postgres runs as the postgres user, which must reach app/.data.
+	for _, dir := range []string{filepath.Dir(app), filepath.Dir(filepath.Dir(app))} {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	databaseURL := fmt.Sprintf("postgres://postgres@localhost:%d/rocketrides?sslmode=disable", proctest.FreePort(t))
 	mail := smtptest.NewServer(t, smtptest.Options{})
 	port := freePortBlock(t)
 	apiURL := fmt.Sprintf("http://127.0.0.1:%d", port)
 	// A shell's environment: nothing of this test's own, but Go's settings for Procfile.dev's builds.
 	shellEnv := goEnv()
 
-	var manager *proctest.Process
+	var manager, database *proctest.Process
 	for _, line := range steps {
 		fields := strings.Fields(line)
+		background := strings.HasSuffix(line, "&")
+		command := strings.TrimSpace(strings.TrimSuffix(line, "&"))
+		if fields[0] == "foreman" {
+			command = run.manager + strings.TrimPrefix(command, "foreman")
+		}
 		switch {
 		case fields[0] == "foreman" && len(fields) > 1 && fields[1] == "start":
 			args := append(fields[1:], run.startArgs...)
 			manager = proctest.StartIn(t, app, run.manager, shellEnv, args...)
-			// Should the test fail with the processes running, end them all: they share the
-			// manager's process group, which proctest made for it.
-			t.Cleanup(func() {
-				if t.Failed() {
-					_ = syscall.Kill(-manager.Pid(), syscall.SIGKILL)
-				}
-			})
-		case fields[0] == "foreman":
-			runStep(t, app, shellEnv, run.manager+strings.TrimPrefix(line, "foreman"))
-		case line == "bin/fakestripe &":
-			// On a port of its own rather than the fixed one, which tests running at once would share.
-			stripe := proctest.Start(t, filepath.Join(app, "bin", "fakestripe"), nil, "-addr", "127.0.0.1:0")
+			killGroupOnFailure(t, manager)
+		case background && strings.HasPrefix(command, "bin/fakestripe "):
+			// With the README's flags, on a port of its own rather than the fixed one, which
+			// tests running at once would share.
+			args := append(strings.Fields(command)[1:], "-addr", "127.0.0.1:0")
+			stripe := proctest.StartIn(t, app, filepath.Join(app, "bin", "fakestripe"), nil, args...)
 			stripeURL := strings.TrimSpace(proctest.WaitOutput(t, stripe, "http://", 10*time.Second))
 			editEnvFile(t, filepath.Join(app, ".env"), map[string]string{"STRIPE_API_URL": stripeURL})
-		case strings.HasSuffix(line, "&"):
+		case background && strings.Contains(command, " ./cmd/dev -db-only"):
+			// As a shell runs a background job: in a process group of its own, which kill %N
+			// signals. It serves the database where .env says, and says so once it is ready.
+			database = proctest.StartIn(t, app, "sh", shellEnv, "-c", command)
+			killGroupOnFailure(t, database)
+			if got := proctest.WaitOutput(t, database, "DATABASE_URL=", 3*time.Minute); got != "DATABASE_URL="+databaseURL {
+				t.Fatalf("want -db-only to print DATABASE_URL=%s, as .env says, got %q", databaseURL, got)
+			}
+		case background:
 			t.Fatalf("the README's Procfile steps start %q, which this test does not know", line)
 		default:
-			runStep(t, app, shellEnv, line)
+			runStep(t, app, shellEnv, command)
 			if line == "cp .env.example .env" {
-				// "then edit DATABASE_URL", and the rest that this test runs on its own.
+				// Ports of this test's own, as tests running at once need, and its mail server.
 				editEnvFile(t, filepath.Join(app, ".env"), map[string]string{
 					"DATABASE_URL": databaseURL,
 					"SMTP_URL":     mail.URL(),
@@ -151,8 +166,8 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 			}
 		}
 	}
-	if manager == nil {
-		t.Fatal("the README's Procfile steps never run foreman start")
+	if manager == nil || database == nil {
+		t.Fatal("the README's Procfile steps never run foreman start, or dev -db-only")
 	}
 	proctest.WaitHTTP(t, manager, apiURL+"/readyz", 3*time.Minute) // Procfile.dev compiles first
 
@@ -242,6 +257,50 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 		if now, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && now == exe {
 			t.Fatalf("%s (pid %d) still runs after the manager stopped", exe, pid)
 		}
+	}
+	conn.Close(ctx)
+	stopDatabase(t, database)
+}
+
+// killGroupOnFailure ends p's whole process group, which proctest made for it, should the test
+// fail while it runs: a manager's processes, or a background job's.
+func killGroupOnFailure(t *testing.T, p *proctest.Process) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+		}
+	})
+}
+
+// stopDatabase stops dev -db-only as the README says, kill %N: a SIGTERM to the background job's
+// process group. Every process of the job must be gone within the processes' 10 s, Postgres
+// included, after dev stopped it.
+func stopDatabase(t *testing.T, database *proctest.Process) {
+	t.Helper()
+	procs := descendants(database.Pid())
+	if !slices.ContainsFunc(slices.Collect(maps.Values(procs)), func(exe string) bool { return filepath.Base(exe) == "postgres" }) {
+		t.Fatalf("want Postgres among the -db-only job's processes, got %v", procs)
+	}
+	procs[database.Pid()], _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", database.Pid()))
+	if err := database.SignalGroup(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		left := map[int]string{}
+		for pid, exe := range procs {
+			if now, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && now == exe {
+				left[pid] = exe
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want the -db-only job's processes gone after kill, left: %v\n%s", left, database.Output())
+		}
+	}
+	if !strings.Contains(database.Output(), "Stopping PostgreSQL") {
+		t.Fatalf("want dev to stop Postgres itself:\n%s", database.Output())
 	}
 }
 
