@@ -75,6 +75,11 @@ tells booked, refused and unknown apart; see "The client" in the README):
 
   go run ./cmd/rides -token "$RIDER" -from 37.7749,-122.4194 -to 37.3382,-121.8863
 
+The simulator books a ride a second as ten new riders of its own; with SIMULATE_ERRORS=true one
+ride in ten asks for raise_error, its client gives up, and the completer finishes it later:
+
+  SIMULATE_ERRORS=true go run ./cmd/simulator
+
 Each rider may book 10 rides a minute; beyond that, 429 rate_limited with Retry-After.
 The worker writes each receipt email to its log. Ctrl-C stops everything.
 

@@ -25,7 +25,7 @@ import (
 // ride, and its rider, who books again with the first run's token.
 func TestDev(t *testing.T) {
 	t.Parallel()
-	dev, admin, rides := proctest.Build(t, "dev"), proctest.Build(t, "admin"), proctest.Build(t, "rides")
+	dev, admin, rides, simulator := proctest.Build(t, "dev"), proctest.Build(t, "admin"), proctest.Build(t, "rides"), proctest.Build(t, "simulator")
 	dataDir := filepath.Join(reachableTempDir(t), "state")
 
 	var firstRideID, firstToken string
@@ -74,7 +74,7 @@ func TestDev(t *testing.T) {
 		metricsURLs := checkMetrics(t, p.Output())
 
 		if run == 1 {
-			checkBannerShell(t, sh, admin, rides)
+			checkBannerShell(t, sh, admin, rides, simulator)
 
 			// The banner's raise_error demo: a 500 that the completer finishes, after which the
 			// same request replays the 201.
@@ -177,10 +177,11 @@ func (sh shell) output(t *testing.T, command string) string {
 }
 
 // checkBannerShell checks the banner's export lines by what they are for: admin makes a rider
-// with a card at the Stripe stand-in (DATABASE_URL, STRIPE_API_KEY, STRIPE_API_URL), and the
-// client books that rider a ride and is refused one for the declined rider (API_URL, DECLINED),
-// telling the two apart by its exit status.
-func checkBannerShell(t *testing.T, sh shell, admin, rides string) {
+// with a card at the Stripe stand-in (DATABASE_URL, STRIPE_API_KEY, STRIPE_API_URL), the client
+// books that rider a ride and is refused one for the declined rider (API_URL, DECLINED), telling
+// the two apart by its exit status, and the simulator makes riders of its own and books their
+// rides (all of them).
+func checkBannerShell(t *testing.T, sh shell, admin, rides, simulator string) {
 	t.Helper()
 	out := sh.output(t, admin+" create-user -email exported@rocketrides.example -card tok_visa")
 	var created struct{ Token string }
@@ -198,6 +199,9 @@ func checkBannerShell(t *testing.T, sh shell, admin, rides string) {
 		if code != c.code || !strings.Contains(out, c.outcome) {
 			t.Fatalf("rides -token %s: want exit %d and %s, got %d: %s", c.token, c.code, c.outcome, code, out)
 		}
+	}
+	if out := sh.output(t, simulator+" -rides 2 -riders 2 -interval 10ms"); strings.Count(out, "Simulator: ride booked") != 2 {
+		t.Fatalf("want the simulator to book its 2 rides, got:\n%s", out)
 	}
 }
 
