@@ -363,15 +363,20 @@ func TestContractAnswers(t *testing.T) {
 		for _, c := range cases {
 			tested[c.answer.String()] = true
 		}
+		untested := maps.Clone(untestedAnswers)
 		for _, a := range contract(t).answers() {
-			_, untested := untestedAnswers[a.String()]
-			if tested[a.String()] == untested {
+			_, isUntested := untested[a.String()]
+			if tested[a.String()] == isUntested {
 				t.Errorf("%s: want it either provoked by a case or listed in untestedAnswers, not both", a)
 			}
 			delete(tested, a.String())
+			delete(untested, a.String())
 		}
 		for answer := range maps.Keys(tested) {
 			t.Errorf("%s: a case provokes an answer the contract does not list", answer)
+		}
+		for answer := range maps.Keys(untested) {
+			t.Errorf("%s: listed in untestedAnswers, but not an answer of the contract", answer)
 		}
 	})
 
