@@ -170,7 +170,9 @@ func (b *testBundle) doHeader(t *testing.T, method, path string, header http.Hea
 	return doRequest(t, b.server, method, path, header, body)
 }
 
-// doRequest sends a request to server.
+// doRequest sends a request to server, and checks the response against the API's OpenAPI
+// document (see contract_test.go), so that every answer any test of the package gets holds
+// the contract to the code.
 func doRequest(t *testing.T, server *httptest.Server, method, path string, header http.Header, body string) *response {
 	t.Helper()
 	req, err := http.NewRequest(method, server.URL+path, bytes.NewBufferString(body))
@@ -194,6 +196,7 @@ func doRequest(t *testing.T, server *httptest.Server, method, path string, heade
 		t.Fatalf("want every response marked no-store and nosniff, got %q and %q on %d %s",
 			resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options"), resp.StatusCode, respBody)
 	}
+	contract(t).requireConforms(t, req, resp.StatusCode, resp.Header, respBody)
 	return &response{status: resp.StatusCode, header: resp.Header, body: respBody}
 }
 

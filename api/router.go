@@ -77,6 +77,7 @@ func (s *Server) Handler() http.Handler {
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
+	r.Get("/openapi.yaml", s.openAPI)
 
 	r.Group(func(r chi.Router) {
 		r.Use(s.shedLoad, s.authenticate)

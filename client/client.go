@@ -101,6 +101,10 @@ type APIError struct {
 	Detail     string `json:"detail"`
 	Param      string `json:"param"`
 
+	// DeclineCode is the card issuer's reason for a card_declined (insufficient_funds, say),
+	// which an app may show its rider.
+	DeclineCode string `json:"decline_code"`
+
 	// Replayed is true when the server returned the error stored for the key.
 	Replayed bool
 	Attempts int

@@ -141,6 +141,20 @@ func TestCreateRide(t *testing.T) {
 		}
 	})
 
+	t.Run("DeclineCarriesItsReason", func(t *testing.T) {
+		t.Parallel()
+		c, _, _ := setup(t, func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusPaymentRequired)
+			fmt.Fprint(w, `{"status":402,"code":"card_declined","title":"Card declined","detail":"Your card has insufficient funds.","decline_code":"insufficient_funds"}`)
+		})
+		_, err := c.CreateRide(context.Background(), params)
+		var apiErr *APIError
+		if !errors.As(err, &apiErr) || apiErr.Code != "card_declined" || apiErr.DeclineCode != "insufficient_funds" {
+			t.Fatalf("want a card_declined error with its decline code, got %#v", err)
+		}
+	})
+
 	t.Run("GivesUpAfterTheDeadlineWithOutcomeUnknown", func(t *testing.T) {
 		t.Parallel()
 		c, s, _ := setup(t, status(503, "payment_processor_unavailable", "Retry-After", "30"))

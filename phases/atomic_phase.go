@@ -18,7 +18,8 @@ import (
 
 // PhaseAction is what the work of a phase returns: what to record on the key in the same
 // transaction, so that the phase's work and its outcome commit together or not at all. It is
-// one of NoOp, RecoveryPoint or Response.
+// one of NoOp, SetRecoveryPoint or Response, the article's NoOp, RecoveryPoint and Response
+// (models.RecoveryPoint is the name of a point itself, as the key's column holds it).
 type PhaseAction interface {
 	apply(progress *models.IdempotencyKeyProgress) error
 }
@@ -28,13 +29,13 @@ type NoOp struct{}
 
 func (NoOp) apply(*models.IdempotencyKeyProgress) error { return nil }
 
-// RecoveryPoint moves the key to a new recovery point; the next phase starts from there, in
+// SetRecoveryPoint moves the key to a new recovery point; the next phase starts from there, in
 // this request or in any retry of it.
-type RecoveryPoint struct {
+type SetRecoveryPoint struct {
 	Name models.RecoveryPoint
 }
 
-func (r RecoveryPoint) apply(progress *models.IdempotencyKeyProgress) error {
+func (r SetRecoveryPoint) apply(progress *models.IdempotencyKeyProgress) error {
 	progress.RecoveryPoint = r.Name
 	return nil
 }

@@ -32,6 +32,6 @@ func TestChargeRequestContract(t *testing.T) {
 		t.Fatalf("want a charge back, got %+v", charge)
 	}
 	if got := charge.LastResponse.IdempotencyKey; got != key.StripeIdempotencyKey {
-		t.Fatalf("want the request sent with our derived key %q, stripe-mock saw %q", key.StripeIdempotencyKey, got)
+		t.Fatalf("want the request sent with the key's Stripe idempotency key %q, stripe-mock saw %q", key.StripeIdempotencyKey, got)
 	}
 }

@@ -115,7 +115,7 @@ func (e *Executor) recordCharge(ctx context.Context, tx *phaseTx, r *run) (Phase
 	}
 	models.RideSetStripeChargeID(&tx.Writes, r.ride.ID, r.charge.charge.ID)
 	r.ride.StripeChargeID = &r.charge.charge.ID
-	return RecoveryPoint{Name: models.RecoveryPointChargeCreated}, nil
+	return SetRecoveryPoint{Name: models.RecoveryPointChargeCreated}, nil
 }
 
 // loadRide reads the request's ride, unless this run created it.

@@ -33,5 +33,5 @@ func (e *Executor) createRideRecord(_ context.Context, tx *phaseTx, r *run) (Pha
 		UserID:       key.UserID,
 	})
 
-	return RecoveryPoint{Name: models.RecoveryPointRideCreated}, nil
+	return SetRecoveryPoint{Name: models.RecoveryPointRideCreated}, nil
 }

@@ -81,30 +81,6 @@ type Config struct {
 	Metrics *metrics.Phases
 }
 
-// FaultPoint names a moment in a request at which failure tests crash or stall the process.
-type FaultPoint string
-
-// The fault points: right after each atomic phase commits, and between Stripe's answer to a
-// successful charge and the phase that records it (the worst moment to die: Stripe charged and
-// we do not know it yet).
-const (
-	// FaultPointRideCreated: the first atomic phase committed the key at ride_created, with its
-	// ride and audit record; the charge is next.
-	FaultPointRideCreated FaultPoint = "ride_created"
-
-	// FaultPointChargeAnswered: Stripe charged, and nothing recorded it yet.
-	FaultPointChargeAnswered FaultPoint = "charge_answered"
-
-	// FaultPointFinished: the last atomic phase committed the charge, the staged receipt and the
-	// response; the client has not been answered yet.
-	FaultPointFinished FaultPoint = "finished"
-)
-
-// FaultInjector acts at fault points; see internal/faults.
-type FaultInjector interface {
-	At(ctx context.Context, point FaultPoint)
-}
-
 // Defaults of Config.
 const (
 	LockLeaseDefault           = 5 * time.Second
@@ -172,15 +148,6 @@ type Executor struct {
 
 	// hooks are nil outside this package's tests.
 	hooks testHooks
-}
-
-// testHooks let tests stop a request at a precise point to play a failure out.
-type testHooks struct {
-	// inPhase runs inside the atomic phase's transaction after each phase's own work, with the
-	// recovery point the phase started from.
-	inPhase func(ctx context.Context, tx models.DBTX, point models.RecoveryPoint) error
-	// afterCharge runs once Stripe has answered, before the answer is committed.
-	afterCharge func(ctx context.Context)
 }
 
 // New returns an Executor that keeps its state in pool and charges through stripe.
@@ -296,11 +263,10 @@ func (e *Executor) runPhases(ctx context.Context, r *run) error {
 			// that finishes in its first atomic phase (a replay, say) never starts a renewer.
 			defer e.keepLease(ctx, r)()
 		}
+		e.faultPoint(ctx, FaultPoint(r.key.RecoveryPoint))
 		if r.key.RecoveryPoint == models.RecoveryPointFinished {
-			e.faultPoint(ctx, FaultPointFinished)
 			return nil
 		}
-		e.faultPoint(ctx, FaultPointRideCreated)
 
 		// The atomic phase stopped because the charge is next.
 		if r.req.RaiseError {
@@ -333,15 +299,9 @@ func (e *Executor) phaseAt(at models.RecoveryPoint, r *run) (phase phaseFunc, be
 	}, false
 }
 
-// faultPoint tells the fault injector, if any, that the request is at point.
-func (e *Executor) faultPoint(ctx context.Context, point FaultPoint) {
-	if e.config.Faults != nil {
-		e.config.Faults.At(ctx, point)
-	}
-}
-
 // keepLease renews the lease on r's key every third of Config.LockLease until the returned
-// function stops it; runPhases starts it once the first atomic phase has committed the lock. A renewal that fails for want of a database is tried again at the next tick; one that
+// function stops it; runPhases starts it once the first atomic phase has committed the lock. A
+// renewal that fails for want of a database is tried again at the next tick; one that
 // finds the key taken over stops renewing. Neither stops the request: if another request took
 // its key over, the request's next atomic phase finds a newer lock generation and commits
 // nothing (ErrLockLost), and that is where it ends.

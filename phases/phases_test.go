@@ -33,7 +33,7 @@ func TestCreateRide(t *testing.T) {
 		}
 		key := b.key(t, b.Rider)
 		if charge.IdempotencyKey != key.StripeIdempotencyKey || charge.IdempotencyKey == testKey {
-			t.Fatalf("want the charge sent with our own derived key %q, got %q", key.StripeIdempotencyKey, charge.IdempotencyKey)
+			t.Fatalf("want the charge sent with the key's own Stripe idempotency key %q, got %q", key.StripeIdempotencyKey, charge.IdempotencyKey)
 		}
 		if body.Ride.StripeChargeID == nil || *body.Ride.StripeChargeID != charge.ID || body.Ride.OriginLat != testParams.OriginLat {
 			t.Fatalf("unexpected ride in body: %+v", body.Ride)

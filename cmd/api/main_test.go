@@ -125,6 +125,17 @@ func TestReadmeQuickStart(t *testing.T) {
 	if status != http.StatusCreated || replayed != "true" || second != first {
 		t.Fatalf("want the 201 replayed, got %d %q %s", status, replayed, second)
 	}
+
+	// The README's `curl http://localhost:5004/openapi.yaml`.
+	resp, err := http.Get(s.base + "/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	contract, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/yaml" || !strings.Contains(string(contract), "\nopenapi: 3.1") {
+		t.Fatalf("want the contract served as YAML, got %d %q: %.60s", resp.StatusCode, resp.Header.Get("Content-Type"), contract)
+	}
 	s.stop(t)
 }
 

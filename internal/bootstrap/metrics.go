@@ -2,7 +2,9 @@ package bootstrap
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,13 +29,13 @@ func ServeMetrics(ctx context.Context, cfg *Config, logger *slog.Logger, reg *pr
 	if cfg.MetricsAddr == "" {
 		return nil
 	}
-	listener, err := metrics.Listen(cfg.MetricsAddr)
+	listener, err := net.Listen("tcp", cfg.MetricsAddr)
 	if err != nil {
-		return err
+		return fmt.Errorf("error listening for metrics on METRICS_ADDR %q: %w", cfg.MetricsAddr, err)
 	}
 	logger.InfoContext(ctx, "Metrics: serving", slog.String("url", "http://"+listener.Addr().String()+"/metrics"))
 	go func() {
-		if err := metrics.Serve(ctx, listener, reg, logger); err != nil {
+		if err := ServeHTTP(ctx, listener, metrics.Handler(reg, logger), logger, nil); err != nil {
 			logger.ErrorContext(ctx, "Metrics: server failed", slog.String("error", err.Error()))
 		}
 	}()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -104,17 +105,12 @@ rocketrides_river_jobs{state="running"} 0
 		metrics.RegisterStagedJobs(reg, func(ctx context.Context) (*metrics.StagedJobs, error) { return nil, down })
 		metrics.RegisterRiverJobs(reg, func(ctx context.Context) (map[string]int64, error) { return nil, down })
 
-		listener, err := metrics.Listen("127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
 		var logs proctest.SyncBuffer
 		logger := slog.New(slog.NewTextHandler(&logs, nil))
-		go func() { _ = metrics.Serve(ctx, listener, reg, logger) }()
+		server := httptest.NewServer(metrics.Handler(reg, logger))
+		defer server.Close()
 
-		resp, err := http.Get("http://" + listener.Addr().String() + "/metrics")
+		resp, err := http.Get(server.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

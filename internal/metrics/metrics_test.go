@@ -1,7 +1,6 @@
 package metrics_test
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,23 +13,16 @@ import (
 	"github.com/rocketrides/rocketrides/internal/metrics"
 )
 
-func TestServe(t *testing.T) {
+func TestHandler(t *testing.T) {
 	t.Parallel()
 	reg := metrics.NewRegistry()
 	api := metrics.NewAPI(reg)
 	api.RideRequests.WithLabelValues(metrics.RideCreated).Inc()
-
-	listener, err := metrics.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- metrics.Serve(ctx, listener, reg, slog.New(slog.DiscardHandler)) }()
-	base := "http://" + listener.Addr().String()
+	server := httptest.NewServer(metrics.Handler(reg, slog.New(slog.DiscardHandler)))
+	defer server.Close()
 
 	get := func(path string) (int, string) {
-		resp, err := http.Get(base + path)
+		resp, err := http.Get(server.URL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,24 +43,6 @@ func TestServe(t *testing.T) {
 			t.Fatalf("want 404, got %d", status)
 		}
 	})
-	t.Run("StopsWithItsContext", func(t *testing.T) {
-		cancel()
-		if err := <-served; err != nil {
-			t.Fatalf("want a clean stop, got %v", err)
-		}
-	})
-}
-
-func TestListenRefusesATakenAddress(t *testing.T) {
-	t.Parallel()
-	first, err := metrics.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Close()
-	if _, err := metrics.Listen(first.Addr().String()); err == nil || !strings.Contains(err.Error(), "METRICS_ADDR") {
-		t.Fatalf("want an error naming METRICS_ADDR, got %v", err)
-	}
 }
 
 func TestStripeTransport(t *testing.T) {

@@ -1,0 +1,48 @@
+package phases
+
+import (
+	"context"
+
+	"github.com/rocketrides/rocketrides/models"
+)
+
+// FaultPoint names a moment in a request at which failure tests crash or stall the process.
+type FaultPoint string
+
+// The fault points: right after each atomic phase commits, named for the recovery point it
+// committed (runPhases fires them, from one place), and between Stripe's answer to a successful
+// charge and the phase that records it (the worst moment to die: Stripe charged and we do not
+// know it yet; sendCharge fires it).
+const (
+	// FaultPointRideCreated: the first atomic phase committed the key at ride_created, with its
+	// ride and audit record; the charge is next.
+	FaultPointRideCreated FaultPoint = "ride_created"
+
+	// FaultPointChargeAnswered: Stripe charged, and nothing recorded it yet.
+	FaultPointChargeAnswered FaultPoint = "charge_answered"
+
+	// FaultPointFinished: the last atomic phase committed the charge, the staged receipt and the
+	// response; the client has not been answered yet.
+	FaultPointFinished FaultPoint = "finished"
+)
+
+// FaultInjector acts at fault points; see internal/faults.
+type FaultInjector interface {
+	At(ctx context.Context, point FaultPoint)
+}
+
+// faultPoint tells the fault injector, if any, that the request is at point.
+func (e *Executor) faultPoint(ctx context.Context, point FaultPoint) {
+	if e.config.Faults != nil {
+		e.config.Faults.At(ctx, point)
+	}
+}
+
+// testHooks let tests stop a request at a precise point to play a failure out.
+type testHooks struct {
+	// inPhase runs inside the atomic phase's transaction after each phase's own work, with the
+	// recovery point the phase started from.
+	inPhase func(ctx context.Context, tx models.DBTX, point models.RecoveryPoint) error
+	// afterCharge runs once Stripe has answered, before the answer is committed.
+	afterCharge func(ctx context.Context)
+}
