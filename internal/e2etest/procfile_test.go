@@ -44,7 +44,8 @@ const apiMetricsPortOffset = 50
 // process's /metrics on the port the Procfile gives it while all run, stops the manager and
 // checks that every process exited 0 within the grace period .foreman sets, that nothing was
 // killed, and that no process, lock or running job is left; then it stops the database as the
-// README says, with kill, and checks that none of its processes is left either. The managers must be installed, so it runs under the procfile build tag:
+// README says, with kill, and checks that none of its processes is left either. The managers
+// must be installed, so it runs under the procfile build tag:
 // `go test -tags procfile -run TestProcfile ./internal/e2etest` (.ci/run installs them and runs it).
 func TestProcfile(t *testing.T) {
 	t.Parallel()
