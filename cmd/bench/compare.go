@@ -111,7 +111,7 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	}
 	defer func() { err = errors.Join(err, cluster.stop(ctx)) }()
 
-	standIn, err := startStandIn()
+	standIn, err := startStandIn(0)
 	if err != nil {
 		return nil, err
 	}

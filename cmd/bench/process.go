@@ -18,43 +18,55 @@ import (
 // apiStartTimeout bounds the wait for a started API to answer GET /readyz.
 const apiStartTimeout = 30 * time.Second
 
-// apiLogTailBytes is how much of the API's log an error quotes.
-const apiLogTailBytes = 4 << 10
+// logTailBytes is how much of a process's log an error quotes.
+const logTailBytes = 4 << 10
 
-// apiProcess is a running cmd/api.
-type apiProcess struct {
+// process is a running command of this module: the API, or a background process.
+type process struct {
+	name    string // "the API", "the worker", ...
 	cmd     *exec.Cmd
 	logPath string
-	url     string
+	url     string        // the API's base URL; empty for the others
 	done    chan struct{} // closed once the process has exited
 	stopped bool
 }
 
-// startAPI starts the API on a free loopback port with env, and returns once it is ready.
-func startAPI(ctx context.Context, binary, logPath string, env []string) (*apiProcess, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+// startProcess starts binary with env (and only that, and PATH), its output going to logPath.
+// name says what it is in errors.
+func startProcess(name, binary, logPath string, env []string) (*process, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		return nil, fmt.Errorf("error creating the API's log: %w", err)
+		return nil, fmt.Errorf("error creating the log of %s: %w", name, err)
 	}
 	defer logFile.Close() // the child has its own descriptor
 
 	cmd := exec.Command(binary)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "PORT=" + strconv.Itoa(port)}, env...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// It dies with us, and a Ctrl-C in the terminal reaches only us: we stop it ourselves.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("error starting the API: %w", err)
+		return nil, fmt.Errorf("error starting %s: %w", name, err)
 	}
-	p := &apiProcess{cmd: cmd, logPath: logPath, url: fmt.Sprintf("http://127.0.0.1:%d", port), done: make(chan struct{})}
+	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait() // the exit status is read from cmd.ProcessState
 		close(p.done)
 	}()
+	return p, nil
+}
+
+// startAPI starts the API on a free loopback port with env, and returns once it is ready.
+func startAPI(ctx context.Context, binary, logPath string, env []string) (*process, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProcess("the API", binary, logPath, append([]string{"PORT=" + strconv.Itoa(port)}, env...))
+	if err != nil {
+		return nil, err
+	}
+	p.url = fmt.Sprintf("http://127.0.0.1:%d", port)
 	if err := p.waitReady(ctx); err != nil {
 		return nil, errors.Join(err, p.stop())
 	}
@@ -62,7 +74,7 @@ func startAPI(ctx context.Context, binary, logPath string, env []string) (*apiPr
 }
 
 // waitReady polls GET /readyz until it answers 200: the API listens and reaches its database.
-func (p *apiProcess) waitReady(ctx context.Context) error {
+func (p *process) waitReady(ctx context.Context) error {
 	httpClient := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(apiStartTimeout)
 	for {
@@ -82,40 +94,40 @@ func (p *apiProcess) waitReady(ctx context.Context) error {
 	}
 }
 
-// stop stops the API as a process manager would, SIGTERM and then, past the grace the API
-// promises to stop within, SIGKILL. Stopping a stopped API does nothing.
-func (p *apiProcess) stop() error {
+// stop stops the process as a process manager would, SIGTERM and then, past the grace the
+// processes promise to stop within, SIGKILL. Stopping a stopped process does nothing.
+func (p *process) stop() error {
 	if p.stopped {
 		return nil
 	}
 	p.stopped = true
 	select {
 	case <-p.done:
-		return fmt.Errorf("the API exited before it was stopped (%s); its log ends with:\n%s", p.cmd.ProcessState, p.logTail())
+		return fmt.Errorf("%s exited before it was stopped (%s); its log ends with:\n%s", p.name, p.cmd.ProcessState, p.logTail())
 	default:
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return fmt.Errorf("error stopping the API: %w", err)
+		return fmt.Errorf("error stopping %s: %w", p.name, err)
 	}
 	select {
 	case <-p.done:
 	case <-time.After(supervisor.StopTimeout):
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		return fmt.Errorf("the API did not stop within %s of SIGTERM, killed it; its log ends with:\n%s", supervisor.StopTimeout, p.logTail())
+		return fmt.Errorf("%s did not stop within %s of SIGTERM, killed it; its log ends with:\n%s", p.name, supervisor.StopTimeout, p.logTail())
 	}
 	if !p.cmd.ProcessState.Success() {
-		return fmt.Errorf("the API stopped with %s; its log ends with:\n%s", p.cmd.ProcessState, p.logTail())
+		return fmt.Errorf("%s stopped with %s; its log ends with:\n%s", p.name, p.cmd.ProcessState, p.logTail())
 	}
 	return nil
 }
 
-func (p *apiProcess) logTail() string {
+func (p *process) logTail() string {
 	log, err := os.ReadFile(p.logPath)
 	if err != nil {
 		return fmt.Sprintf("(unreadable: %s)", err)
 	}
-	return string(log[max(len(log)-apiLogTailBytes, 0):])
+	return string(log[max(len(log)-logTailBytes, 0):])
 }
 
 // freePort returns a loopback port that was free a moment ago.
