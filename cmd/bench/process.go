@@ -31,6 +31,24 @@ type process struct {
 	stopped bool
 }
 
+// buildInWorkDir builds ./cmd/<name> of this module for every name into a new temporary
+// directory, which also takes the processes' logs; removeWorkDir removes it.
+func buildInWorkDir(ctx context.Context, names ...string) (workDir string, removeWorkDir func() error, err error) {
+	workDir, err = os.MkdirTemp("", "rrbench")
+	if err != nil {
+		return "", nil, fmt.Errorf("error creating a working directory: %w", err)
+	}
+	removeWorkDir = func() error { return os.RemoveAll(workDir) }
+	root, err := supervisor.ModuleRoot()
+	if err == nil {
+		err = supervisor.Build(ctx, root, workDir, names...)
+	}
+	if err != nil {
+		return "", nil, errors.Join(err, removeWorkDir())
+	}
+	return workDir, removeWorkDir, nil
+}
+
 // startProcess starts binary with env (and only that, and PATH), its output going to logPath.
 // name says what it is in errors.
 func startProcess(name, binary, logPath string, env []string) (*process, error) {

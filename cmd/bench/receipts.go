@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 
 	"github.com/rocketrides/rocketrides/client"
 	"github.com/rocketrides/rocketrides/internal/smtptest"
-	"github.com/rocketrides/rocketrides/internal/supervisor"
 	"github.com/rocketrides/rocketrides/migrations"
 )
 
@@ -85,20 +83,12 @@ func runReceipts(ctx context.Context, opts *options, stdout, stderr io.Writer) i
 func measureReceipts(ctx context.Context, opts *options, progress io.Writer) (rep *receiptsReport, err error) {
 	say := func(format string, args ...any) { fmt.Fprintf(progress, "bench: "+format+"\n", args...) }
 
-	workDir, err := os.MkdirTemp("", "rrbench")
-	if err != nil {
-		return nil, fmt.Errorf("error creating a working directory: %w", err)
-	}
-	defer func() { err = errors.Join(err, os.RemoveAll(workDir)) }()
-
-	root, err := supervisor.ModuleRoot()
-	if err != nil {
-		return nil, err
-	}
 	say("building %v", stackProcesses)
-	if err := supervisor.Build(ctx, root, workDir, stackProcesses...); err != nil {
+	workDir, removeWorkDir, err := buildInWorkDir(ctx, stackProcesses...)
+	if err != nil {
 		return nil, err
 	}
+	defer func() { err = errors.Join(err, removeWorkDir()) }()
 
 	say("starting a durable Postgres cluster, the Stripe stand-in and an SMTP server")
 	// Room for every process's pool at its largest; the processes are what is measured, not

@@ -2,16 +2,12 @@ package e2etest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/rocketrides/rocketrides/client"
-	"github.com/rocketrides/rocketrides/internal/dbtest"
 	"github.com/rocketrides/rocketrides/internal/proctest"
-	"github.com/rocketrides/rocketrides/internal/smtptest"
 )
 
 // TestReceiptsRideNotifications books rides back to back with the enqueuer's and the worker's
@@ -27,25 +23,8 @@ import (
 func TestReceiptsRideNotifications(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	databaseURL := dbtest.NewDB(t)
-	mail := smtptest.NewServer(t, smtptest.Options{})
-
-	stripe := proctest.Start(t, proctest.Build(t, "fakestripe"), nil, "-addr", "127.0.0.1:0")
-	stripeURL := strings.TrimSpace(proctest.WaitOutput(t, stripe, "http://", 10*time.Second))
-	env := []string{
-		"DATABASE_URL=" + databaseURL,
-		"STRIPE_API_KEY=sk_test_e2e",
-		"STRIPE_API_URL=" + stripeURL,
-		"SMTP_URL=" + mail.URL(),
-	}
-	out, errOut, code := proctest.Run(t, proctest.Build(t, "admin"), env, "create-user", "-email", "notified@example.com", "-card", "tok_visa")
-	if code != 0 {
-		t.Fatalf("create-user exited %d: %s", code, errOut)
-	}
-	var rider struct{ Token string }
-	if err := json.Unmarshal([]byte(out), &rider); err != nil {
-		t.Fatal(err)
-	}
+	b := startBase(t, "notified@example.com")
+	env, mail := b.env, b.mail
 
 	port := proctest.FreePort(t)
 	api := proctest.Start(t, proctest.Build(t, "api"), append(env, fmt.Sprintf("PORT=%d", port), "RATE_LIMITS=off"))
@@ -56,7 +35,7 @@ func TestReceiptsRideNotifications(t *testing.T) {
 	workerMetrics := proctest.MetricsURL(t, worker)
 
 	const rides = 10
-	booker := &client.Client{BaseURL: apiURL, Token: rider.Token}
+	booker := &client.Client{BaseURL: apiURL, Token: b.riderToken}
 	for i := range rides {
 		params := client.RideParams{OriginLat: 37.7, OriginLon: -122.4, TargetLat: 37.8, TargetLon: -122.2}
 		if _, err := booker.CreateRide(ctx, params); err != nil {
