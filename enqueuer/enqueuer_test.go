@@ -14,6 +14,8 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/rocketrides/rocketrides/enqueuer"
+	"github.com/rocketrides/rocketrides/internal/stagedat"
+	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 )
 
@@ -42,6 +44,33 @@ func TestRunOnce(t *testing.T) {
 		}
 		if n := b.count(t, "staged_jobs"); n != 0 {
 			t.Errorf("want no staged jobs left, got %d", n)
+		}
+	})
+
+	// The staged row is deleted as its job reaches River; the job keeps when it was staged, for
+	// the worker to measure a receipt's latency from.
+	t.Run("RecordsWhenEachJobWasStaged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		decode := func(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
+			return enqueuer.RawJobArgs{JobKind: jobName, Args: args}, &river.InsertOpts{Metadata: []byte(`{"decoder": "kept"}`)}, nil
+		}
+		e := b.enqueuer(t, decode, enqueuer.Config{})
+		first := b.stage(t, testJobName, map[string]int{"n": 1})
+		second := b.stage(t, testJobName, map[string]int{"n": 2})
+
+		runOnce(t, e, enqueuer.Result{Enqueued: 2})
+
+		jobs := b.riverJobs(t)
+		for i, staged := range []*models.StagedJob{first, second} {
+			metadata, err := json.Marshal(jobs[i].Metadata)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := stagedat.Read(metadata)
+			if !ok || !got.Equal(staged.CreatedAt) || jobs[i].Metadata["decoder"] != "kept" {
+				t.Errorf("job %d: want metadata with the decoder's key and staged at %s, got %s", i+1, staged.CreatedAt, metadata)
+			}
 		}
 	})
 

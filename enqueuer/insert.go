@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -23,6 +25,9 @@ func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, stagedJobs []*models.S
 		args, opts, err := e.decode(j.JobName, j.JobArgs)
 		if err == nil && args == nil {
 			err = errors.New("decoder returned no job args")
+		}
+		if err == nil {
+			opts, err = withStagedAt(opts, j.CreatedAt)
 		}
 		if err != nil {
 			failures = append(failures, &failure{stagedJob: j, err: fmt.Errorf("error decoding staged job: %w", err)})
@@ -93,4 +98,19 @@ func (e *Enqueuer) insertInSavepoint(ctx context.Context, tx pgx.Tx, params []ri
 		return nil, fmt.Errorf("error releasing savepoint: %w", err)
 	}
 	return nil, nil
+}
+
+// withStagedAt returns a copy of opts whose metadata also says when the job was staged (see
+// package stagedat), which the staged row, deleted in this transaction, can no longer tell.
+func withStagedAt(opts *river.InsertOpts, stagedAt time.Time) (*river.InsertOpts, error) {
+	var out river.InsertOpts
+	if opts != nil {
+		out = *opts
+	}
+	metadata, err := stagedat.Add(out.Metadata, stagedAt)
+	if err != nil {
+		return nil, err
+	}
+	out.Metadata = metadata
+	return &out, nil
 }

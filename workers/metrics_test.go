@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/metrics"
+	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -85,7 +87,55 @@ func TestMetrics(t *testing.T) {
 			t.Fatalf("want the job completed, got %s", ev.Kind)
 		}
 		b.requireReceipts(t, map[string]float64{metrics.ReceiptLogged: 1})
+		if n, _ := receiptLatencies(t, b.metrics); n != 0 {
+			t.Fatalf("want no latency observed for a receipt mailed to nobody, got %d", n)
+		}
 	})
+
+	// The latency runs from when the job was staged, which the enqueuer writes into the job's
+	// metadata, to the mail server's acceptance. A job without it is sent, and not observed.
+	t.Run("ObservesReceiptLatencyFromStaging", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		const stagedAgo = 3 * time.Second
+		metadata, err := stagedat.Add(nil, time.Now().Add(-stagedAgo))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now()
+		job := b.insertJob(t, receiptArgs(b.newRide(t, b.rider, "ch_timed")), &river.InsertOpts{Metadata: metadata})
+		if ev := b.waitFinal(t, job); ev.Kind != river.EventKindJobCompleted {
+			t.Fatalf("want the job completed, got %s", ev.Kind)
+		}
+		upperBound := stagedAgo + time.Since(before)
+		n, sum := receiptLatencies(t, b.metrics)
+		if n != 1 || sum < stagedAgo.Seconds() || sum > upperBound.Seconds() {
+			t.Fatalf("want one latency between %s and %s, got %d summing to %.3f s", stagedAgo, upperBound, n, sum)
+		}
+
+		job = b.insertJob(t, receiptArgs(b.newRide(t, b.rider, "ch_untimed")), nil)
+		if ev := b.waitFinal(t, job); ev.Kind != river.EventKindJobCompleted {
+			t.Fatalf("want the job completed, got %s", ev.Kind)
+		}
+		b.requireReceipts(t, map[string]float64{metrics.ReceiptSent: 2})
+		if n, _ := receiptLatencies(t, b.metrics); n != 1 {
+			t.Fatalf("want no latency observed for a job that does not say when it was staged, got %d in all", n)
+		}
+	})
+}
+
+// receiptLatencies returns how many latencies m's rocketrides_receipt_latency_seconds holds and
+// their sum in seconds.
+func receiptLatencies(t *testing.T, m *metrics.Worker) (count uint64, sum float64) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m.ReceiptLatency)
+	families, err := reg.Gather()
+	if err != nil || len(families) != 1 {
+		t.Fatalf("want one family gathered, got %d (%v)", len(families), err)
+	}
+	h := families[0].GetMetric()[0].GetHistogram()
+	return h.GetSampleCount(), h.GetSampleSum()
 }
 
 // requireReceipts waits up to 5 s for rocketrides_receipts_total to hold want, 0 for any

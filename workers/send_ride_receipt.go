@@ -13,8 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/rocketrides/rocketrides/internal/mailer"
+	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 )
@@ -130,12 +132,18 @@ type SendRideReceiptWorker struct {
 	// handedOver counts receipts handed to the mailer and recorded: rocketrides_receipts_total
 	// with result sent, or logged for a mailer that only logs (see metrics.go).
 	handedOver prometheus.Counter
+
+	// latency observes, for each receipt counted sent, how long it took from the booking to
+	// the mail server (see receiptLatency).
+	latency prometheus.Observer
 }
 
 // Work sends the receipt unless it was recorded already. An SMTP failure is returned, so River
 // retries with backoff; a job that cannot ever succeed (its ride is gone or was never charged)
 // is cancelled instead.
 func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRideReceiptArgs]) error {
+	started := time.Now()
+
 	// Held from the first query to the commit that records the receipt: see the type's comment.
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
@@ -178,6 +186,7 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 	if err := w.mailer.Send(ctx, msg); err != nil {
 		return fmt.Errorf("error mailing receipt of ride %d: %w", ride.ID, err)
 	}
+	latency, latencyKnown := receiptLatency(job.JobRow, time.Since(started))
 
 	// The message is out. From here on the job's cancellation (a shutdown) is ignored: giving
 	// up now would only leave the receipt unrecorded and mail it again on the retry.
@@ -201,6 +210,9 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 		return err
 	}
 	w.handedOver.Inc()
+	if latencyKnown && w.mailer.Delivers() {
+		w.latency.Observe(latency.Seconds())
+	}
 	if raced {
 		w.logger.WarnContext(ctx, "Worker: receipt was recorded by another job meanwhile; the rider may have it twice",
 			slog.Int64("ride_id", ride.ID), slog.String("message_id", msg.MessageID), slog.Int64("job_id", job.ID))
@@ -250,4 +262,20 @@ func (w *SendRideReceiptWorker) record(ctx context.Context, conn *pgxpool.Conn, 
 		return false, fmt.Errorf("error committing receipt of ride %d: %w", rideID, err)
 	}
 	return raced, nil
+}
+
+// receiptLatency is how long job's receipt took from its booking to the mail server, given that
+// the server accepted it sinceStart after Work began: from when the job was staged (the start
+// of the ride's last atomic phase, which the enqueuer carries in the job's metadata, see
+// package stagedat) to the job's fetch, both read off the database's clock, plus sinceStart,
+// read off this process's. No skew between the two clocks enters it; the moment between the
+// fetch and Work's start, a millisecond or so, is left out. For a retried job, the fetch is the
+// last attempt's, and the retries' waits count. false for a job that does not say when it was
+// staged: one inserted by something other than the enqueuer.
+func receiptLatency(job *rivertype.JobRow, sinceStart time.Duration) (time.Duration, bool) {
+	stagedAt, ok := stagedat.Read(job.Metadata)
+	if !ok || job.AttemptedAt == nil {
+		return 0, false
+	}
+	return max(job.AttemptedAt.Sub(stagedAt), 0) + sinceStart, true
 }

@@ -55,6 +55,7 @@ func Register(workers *river.Workers, deps Deps) error {
 		messageIDDomain: from.Address[strings.LastIndexByte(from.Address, '@')+1:],
 		logger:          deps.Logger,
 		handedOver:      deps.Metrics.Receipts.WithLabelValues(handedOverResult(deps.Mailer)),
+		latency:         deps.Metrics.ReceiptLatency,
 	}
 	if err := river.AddWorkerSafely(workers, receipts); err != nil {
 		return fmt.Errorf("error registering the receipt worker: %w", err)

@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/rocketrides/rocketrides/internal/supervisor"
 )
 
 // The comparison (-compare) puts the API next to two references that do a ride's database work
@@ -80,20 +78,12 @@ type measurement struct {
 func compare(ctx context.Context, opts *options, progress io.Writer) (rep *report, err error) {
 	say := func(format string, args ...any) { fmt.Fprintf(progress, "bench: "+format+"\n", args...) }
 
-	workDir, err := os.MkdirTemp("", "rrbench")
-	if err != nil {
-		return nil, fmt.Errorf("error creating a working directory: %w", err)
-	}
-	defer func() { err = errors.Join(err, os.RemoveAll(workDir)) }()
-
-	root, err := supervisor.ModuleRoot()
-	if err != nil {
-		return nil, err
-	}
 	say("building cmd/api")
-	if err := supervisor.Build(ctx, root, workDir, "api"); err != nil {
+	workDir, removeWorkDir, err := buildInWorkDir(ctx, "api")
+	if err != nil {
 		return nil, err
 	}
+	defer func() { err = errors.Join(err, removeWorkDir()) }()
 
 	say("starting a durable Postgres cluster")
 	var serverLog io.Writer
@@ -111,7 +101,7 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	}
 	defer func() { err = errors.Join(err, cluster.stop(ctx)) }()
 
-	standIn, err := startStandIn()
+	standIn, err := startStandIn(0)
 	if err != nil {
 		return nil, err
 	}

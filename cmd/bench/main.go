@@ -16,10 +16,18 @@
 //
 //	go run ./cmd/bench -compare [-rides 300000 -riders 1000 -clients 32 -duration 30s -solo-duration 10s]
 //
+// With -receipts it needs nothing running either: it starts a durable cluster, the Stripe
+// stand-in, an SMTP server and the Procfile's processes, books -bookings rides one after
+// another, and prints how long each receipt took from the rider's 201 to the mail server, whole
+// and stage by stage; then, unless -idle is 0, what the idle stack costs the database in
+// statements per second, process by process (see receipts.go).
+//
+//	go run ./cmd/bench -receipts [-bookings 40 -idle 60s]
+//
 // Exit status: 0 when every call ended in a booked ride, a refusal (402) or the replay of its
 // first answer; 1 when any ended with an unknown outcome, an unexpected error, or a replay that
-// differs from the first answer (a different ride id, say), or when -compare could not run; 2 on
-// bad usage.
+// differs from the first answer (a different ride id, say), or when -compare or -receipts could
+// not run (a receipt that never reached the mail server, say); 2 on bad usage.
 package main
 
 import (
@@ -33,6 +41,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -71,9 +80,16 @@ const (
 	compareClientsDefault = 32
 )
 
+// The modes, the load generator's being the default.
+const (
+	modeLoad     = "load"
+	modeCompare  = "compare"
+	modeReceipts = "receipts"
+)
+
 // options are the command line.
 type options struct {
-	compare      bool
+	mode         string
 	apiPoolConns int
 	serverLog    string
 	apiURL       string
@@ -87,14 +103,20 @@ type options struct {
 	soloDuration time.Duration
 	rides        int
 	riders       int
+
+	// Only with -receipts.
+	bookings      int
+	idle          time.Duration
+	stripeLatency time.Duration
 }
 
-// Flags that only one of the modes reads: setting one in the other mode is a mistake worth
-// saying, not a setting to ignore.
-var (
-	loadOnlyFlags    = []string{"api", "token", "replay-share"}
-	compareOnlyFlags = []string{"solo-duration", "rides", "riders", "api-pool", "server-log"}
-)
+// modeFlags are the flags each mode reads, its own switch aside: setting another is a mistake
+// worth saying, not a setting to ignore.
+var modeFlags = map[string][]string{
+	modeLoad:     {"api", "token", "clients", "duration", "replay-share", "give-up-after"},
+	modeCompare:  {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log"},
+	modeReceipts: {"receipts", "bookings", "idle", "stripe-latency"},
+}
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	opts, err := parseOptions(args, getenv, stderr)
@@ -102,8 +124,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "bench: %s\n", err)
 		return exitUsage
 	}
-	if opts.compare {
+	switch opts.mode {
+	case modeCompare:
 		return runCompare(ctx, opts, stdout, stderr)
+	case modeReceipts:
+		return runReceipts(ctx, opts, stdout, stderr)
 	}
 	return runLoad(ctx, opts, stdout, stderr)
 }
@@ -133,7 +158,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags := flag.NewFlagSet("bench", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	opts := &options{}
-	flags.BoolVar(&opts.compare, "compare", false, "start a cluster, the API and pgbench, and compare them (needs nothing running)")
+	var compare, receipts bool
+	flags.BoolVar(&compare, "compare", false, "start a cluster, the API and pgbench, and compare them (needs nothing running)")
+	flags.BoolVar(&receipts, "receipts", false, "start a cluster and the Procfile's processes, and time receipts from booking to mail server (needs nothing running)")
 	flags.StringVar(&opts.apiURL, "api", cmp.Or(getenv("API_URL"), "http://localhost:5004"), "the API's base URL (API_URL)")
 	flags.StringVar(&opts.token, "token", getenv("RIDES_TOKEN"), "the rider's API token (RIDES_TOKEN)")
 	flags.IntVar(&opts.clients, "clients", 0, fmt.Sprintf("concurrent clients, each making one call at a time (default %d, with -compare %d)",
@@ -146,23 +173,35 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags.IntVar(&opts.riders, "riders", 1000, "with -compare: riders those rides belong to")
 	flags.StringVar(&opts.serverLog, "server-log", "", "with -compare: write Postgres's own log to this file, serialization failures with their statements")
 	flags.IntVar(&opts.apiPoolConns, "api-pool", 0, "with -compare: the API's pool_max_conns (0: the API's default, bootstrap.PoolMaxConnsDefault)")
+	flags.IntVar(&opts.bookings, "bookings", receiptBookingsDefault, "with -receipts: rides booked one after another, each receipt timed")
+	flags.DurationVar(&opts.stripeLatency, "stripe-latency", 0, "with -receipts: how long the Stripe stand-in takes to answer (0: at once, so that bookings come as fast as they can)")
+	flags.DurationVar(&opts.idle, "idle", receiptIdleDefault, "with -receipts: how long to count the idle stack's statements afterwards (0: not at all)")
 	if err := flags.Parse(args); err != nil {
 		return nil, err
 	}
-	set := map[string]bool{}
-	flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	notHere, mode := compareOnlyFlags, "without -compare"
-	if opts.compare {
-		notHere, mode = loadOnlyFlags, "with -compare"
+	opts.mode = modeLoad
+	switch {
+	case compare && receipts:
+		return nil, errors.New("-compare and -receipts exclude each other")
+	case compare:
+		opts.mode = modeCompare
+	case receipts:
+		opts.mode = modeReceipts
 	}
-	for _, name := range notHere {
-		if set[name] {
-			return nil, fmt.Errorf("-%s does not apply %s", name, mode)
+	set := map[string]bool{}
+	var misplaced []string
+	flags.Visit(func(f *flag.Flag) {
+		set[f.Name] = true
+		if !slices.Contains(modeFlags[opts.mode], f.Name) {
+			misplaced = append(misplaced, f.Name)
 		}
+	})
+	if len(misplaced) > 0 {
+		return nil, fmt.Errorf("-%s does not apply to the %s mode", misplaced[0], opts.mode)
 	}
 	if !set["clients"] {
 		opts.clients = loadClientsDefault
-		if opts.compare {
+		if opts.mode == modeCompare {
 			opts.clients = compareClientsDefault
 		}
 	}
@@ -170,7 +209,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	switch {
 	case flags.NArg() > 0:
 		return nil, fmt.Errorf("unexpected arguments %q", flags.Args())
-	case !opts.compare && opts.token == "":
+	case opts.mode == modeLoad && opts.token == "":
 		return nil, errors.New("-token (or RIDES_TOKEN) is required")
 	case opts.clients < 1:
 		return nil, errors.New("-clients must be at least 1")
@@ -182,12 +221,16 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, errors.New("-give-up-after must be positive")
 	case opts.soloDuration <= 0:
 		return nil, errors.New("-solo-duration must be positive")
-	case opts.compare && (opts.duration%time.Second != 0 || opts.soloDuration%time.Second != 0):
+	case opts.mode == modeCompare && (opts.duration%time.Second != 0 || opts.soloDuration%time.Second != 0):
 		return nil, errors.New("-duration and -solo-duration must be whole seconds with -compare, as pgbench -T takes them")
 	case opts.rides < 0 || opts.riders < 0:
 		return nil, errors.New("-rides and -riders must not be negative")
 	case opts.rides > 0 && opts.riders == 0:
 		return nil, errors.New("-rides needs at least one of -riders to belong to")
+	case opts.bookings < 1:
+		return nil, errors.New("-bookings must be at least 1")
+	case opts.idle < 0 || opts.stripeLatency < 0:
+		return nil, errors.New("-idle and -stripe-latency must not be negative")
 	}
 	return opts, nil
 }

@@ -93,6 +93,13 @@ func TestBench(t *testing.T) {
 			{"-compare", "-replay-share", "0.1"},
 			{"-compare", "-duration", "1500ms"},
 			{"-compare", "-rides", "10", "-riders", "0"},
+			{"-compare", "-receipts"},
+			{"-receipts", "-clients", "2"},
+			{"-receipts", "-token", "rr_x"},
+			{"-receipts", "-bookings", "0"},
+			{"-receipts", "-idle", "-1s"},
+			{"-token", "rr_x", "-bookings", "3"},
+			{"-compare", "-stripe-latency", "1s"},
 		} {
 			if code, _, stderr := runBench(args...); code != exitUsage || stderr == "" {
 				t.Fatalf("%v: want usage error, got %d", args, code)

@@ -9,15 +9,15 @@ import (
 	"github.com/rocketrides/rocketrides/internal/fakestripe"
 )
 
-// standIn is the Stripe stand-in, served from this process on a loopback port. It answers at
-// once: the comparison measures what the API adds to its SQL, not Stripe.
+// standIn is the Stripe stand-in, served from this process on a loopback port. It answers after
+// latency: at once for the comparison, which measures what the API adds to its SQL, not Stripe.
 type standIn struct {
 	fake   *fakestripe.Server
 	server *http.Server
 	url    string
 }
 
-func startStandIn() (*standIn, error) {
+func startStandIn(latency time.Duration) (*standIn, error) {
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("error listening for the Stripe stand-in: %w", err)
@@ -26,7 +26,14 @@ func startStandIn() (*standIn, error) {
 		fake: fakestripe.New(fakestripe.Options{}),
 		url:  "http://" + listener.Addr().String(),
 	}
-	s.server = &http.Server{Handler: s.fake, ReadHeaderTimeout: 10 * time.Second}
+	var handler http.Handler = s.fake
+	if latency > 0 {
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(latency)
+			s.fake.ServeHTTP(w, r)
+		})
+	}
+	s.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.server.Serve(listener) }() // ErrServerClosed once stopped
 	return s, nil
 }

@@ -5,11 +5,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/rocketrides/rocketrides/enqueuer"
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
@@ -42,11 +38,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 
-	// Insert-only: without Queues it works no jobs, and without Workers it checks no kinds
-	// against a bundle of workers; DecodeStagedJob and StagedJobNames say which kinds exist.
-	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
+	riverClient, err := enqueuer.NewRiverClient(pool, logger)
 	if err != nil {
-		return fmt.Errorf("error creating River client: %w", err)
+		return err
 	}
 	reg := bootstrap.NewRegistry(pool)
 	enq, err := enqueuer.New(pool, riverClient, workers.DecodeStagedJob, logger, enqueuer.Config{

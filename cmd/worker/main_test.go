@@ -170,6 +170,16 @@ func TestRefusesToStartWithoutRiversSchema(t *testing.T) {
 	})
 }
 
+// A poll more frequent than the worker's fetches could be is a mistake, said before anything
+// starts.
+func TestRefusesAPollShorterThanItsFetchCooldown(t *testing.T) {
+	t.Parallel()
+	_, stderr, code := proctest.Run(t, proctest.Build(t, "worker"), []string{"DATABASE_URL=postgres://unused", "WORKER_POLL_INTERVAL=10ms"}, "-once")
+	if code == 0 || !strings.Contains(stderr, "WORKER_POLL_INTERVAL must be at least 25ms") {
+		t.Fatalf("want a non-zero exit naming WORKER_POLL_INTERVAL and its minimum, got %d:\n%s", code, stderr)
+	}
+}
+
 // TestRunsUntilSIGTERM runs the worker the way the Procfile does, without SMTP_URL: the receipt
 // appears in its log, and SIGTERM stops it with exit status 0 and nothing left running.
 func TestRunsUntilSIGTERM(t *testing.T) {

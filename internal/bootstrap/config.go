@@ -75,6 +75,10 @@ type Config struct {
 	// WorkerConcurrency (WORKER_CONCURRENCY, default 10) is how many jobs a worker runs at once.
 	WorkerConcurrency int
 
+	// WorkerPollInterval (WORKER_POLL_INTERVAL, default 1s) is how often the worker looks for
+	// jobs when no notification woke it: the fallback for a missed NOTIFY, one query each time.
+	WorkerPollInterval time.Duration
+
 	// EnqueuerPollInterval (ENQUEUER_POLL_INTERVAL, default 1s) is how often the enqueuer looks
 	// for staged jobs when no notification woke it: the fallback for a missed NOTIFY.
 	EnqueuerPollInterval time.Duration
@@ -119,6 +123,7 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		MailFrom:      "Rocket Rides <receipts@rocketrides.example>",
 
 		WorkerConcurrency:    10,
+		WorkerPollInterval:   time.Second,
 		EnqueuerPollInterval: time.Second,
 		CompleterInterval:    5 * time.Second,
 		CompleterMinAge:      5 * time.Minute,
@@ -170,6 +175,7 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 			"set with IDEMPOTENCY_KEY_LEASE (default 5s); unset IDEMPOTENCY_KEY_LOCK_TIMEOUT")
 	}
 	parseDuration("ENQUEUER_POLL_INTERVAL", &cfg.EnqueuerPollInterval)
+	parseDuration("WORKER_POLL_INTERVAL", &cfg.WorkerPollInterval)
 	parseDuration("COMPLETER_INTERVAL", &cfg.CompleterInterval)
 	parseDuration("COMPLETER_MIN_AGE", &cfg.CompleterMinAge)
 	parseDuration("COMPLETER_IDLE_FOR", &cfg.CompleterIdleFor)

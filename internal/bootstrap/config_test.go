@@ -22,7 +22,7 @@ func TestLoadConfig(t *testing.T) {
 		}
 		if cfg.Port != 5004 || cfg.LockLease != 5*time.Second || cfg.StripeTimeout != 20*time.Second ||
 			cfg.SimulateErrors || cfg.LogFormat != "text" || cfg.LogLevel != slog.LevelInfo || cfg.StripeAPIURL != "" ||
-			cfg.RateLimits.Off || cfg.MetricsAddr != "" {
+			cfg.RateLimits.Off || cfg.MetricsAddr != "" || cfg.WorkerPollInterval != time.Second || cfg.EnqueuerPollInterval != time.Second {
 			t.Fatalf("unexpected defaults %+v", cfg)
 		}
 	})
@@ -34,6 +34,7 @@ func TestLoadConfig(t *testing.T) {
 			"STRIPE_API_URL": "http://127.0.0.1:12111", "SIMULATE_ERRORS": "true", "LOG_FORMAT": "json",
 			"LOG_LEVEL": "debug", "STRIPE_TIMEOUT": "5s", "IDEMPOTENCY_KEY_LEASE": "8s",
 			"METRICS_ADDR": ":9100", "RIDER_RIDES_PER_MINUTE": "30", "MAX_REQUESTS_IN_FLIGHT": "50",
+			"WORKER_POLL_INTERVAL": "5s", "ENQUEUER_POLL_INTERVAL": "2s",
 		}))
 		if err != nil {
 			t.Fatal(err)
@@ -42,7 +43,7 @@ func TestLoadConfig(t *testing.T) {
 			cfg.StripeAPIURL != "http://127.0.0.1:12111" || !cfg.SimulateErrors || cfg.LogFormat != "json" ||
 			cfg.LogLevel != slog.LevelDebug || cfg.StripeTimeout != 5*time.Second || cfg.LockLease != 8*time.Second ||
 			cfg.MetricsAddr != ":9100" || cfg.RateLimits.Off || cfg.RateLimits.RiderRidesPerMinute != 30 ||
-			cfg.RateLimits.MaxRequestsInFlight != 50 {
+			cfg.RateLimits.MaxRequestsInFlight != 50 || cfg.WorkerPollInterval != 5*time.Second || cfg.EnqueuerPollInterval != 2*time.Second {
 			t.Fatalf("unexpected config %+v", cfg)
 		}
 	})
@@ -61,6 +62,7 @@ func TestLoadConfig(t *testing.T) {
 		{"BadFormat", map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
 		{"BadLevel", map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{"BadDuration", map[string]string{"STRIPE_TIMEOUT": "soon"}, "STRIPE_TIMEOUT"},
+		{"ZeroWorkerPoll", map[string]string{"WORKER_POLL_INTERVAL": "0s"}, "WORKER_POLL_INTERVAL"},
 		{"StripeTimeoutPastTheRequest", map[string]string{"STRIPE_TIMEOUT": "60s"}, "under the request timeout"},
 		{"LeaseTooShort", map[string]string{"IDEMPOTENCY_KEY_LEASE": "500ms"}, "at least 1s"},
 		{"LockTimeoutIsGone", map[string]string{"IDEMPOTENCY_KEY_LOCK_TIMEOUT": "90s"}, "IDEMPOTENCY_KEY_LEASE"},

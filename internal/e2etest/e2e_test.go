@@ -16,7 +16,6 @@ import (
 	"github.com/rocketrides/rocketrides/client"
 	"github.com/rocketrides/rocketrides/internal/dbtest"
 	"github.com/rocketrides/rocketrides/internal/proctest"
-	"github.com/rocketrides/rocketrides/internal/smtptest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -27,26 +26,8 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 func TestServiceAsSeparateProcesses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	databaseURL := dbtest.NewDB(t)
-	mail := smtptest.NewServer(t, smtptest.Options{})
-
-	stripe := proctest.Start(t, proctest.Build(t, "fakestripe"), nil, "-addr", "127.0.0.1:0")
-	stripeURL := strings.TrimSpace(proctest.WaitOutput(t, stripe, "http://", 10*time.Second))
-	env := []string{
-		"DATABASE_URL=" + databaseURL,
-		"STRIPE_API_KEY=sk_test_e2e",
-		"STRIPE_API_URL=" + stripeURL,
-		"SMTP_URL=" + mail.URL(),
-	}
-
-	out, errOut, code := proctest.Run(t, proctest.Build(t, "admin"), env, "create-user", "-email", "e2e@example.com", "-card", "tok_visa")
-	if code != 0 {
-		t.Fatalf("create-user exited %d: %s", code, errOut)
-	}
-	var rider struct{ Token string }
-	if err := json.Unmarshal([]byte(out), &rider); err != nil {
-		t.Fatal(err)
-	}
+	b := startBase(t, "e2e@example.com")
+	databaseURL, mail, stripeURL, env := b.databaseURL, b.mail, b.stripeURL, b.env
 
 	var procs []*proctest.Process
 	var apiURLs []string
@@ -71,13 +52,13 @@ func TestServiceAsSeparateProcesses(t *testing.T) {
 	for i := range rides {
 		wg.Go(func() {
 			params := client.RideParams{OriginLat: 37.7, OriginLon: -122.4, TargetLat: float64(i) / 10, TargetLon: -121.9}
-			first := &client.Client{BaseURL: apiURLs[i%2], Token: rider.Token}
+			first := &client.Client{BaseURL: apiURLs[i%2], Token: b.riderToken}
 			result, err := first.CreateRide(ctx, params)
 			if err != nil {
 				t.Errorf("ride %d: %s", i, err)
 				return
 			}
-			again := &client.Client{BaseURL: apiURLs[(i+1)%2], Token: rider.Token}
+			again := &client.Client{BaseURL: apiURLs[(i+1)%2], Token: b.riderToken}
 			replay, err := again.CreateRideWithKey(ctx, result.IdempotencyKey, params)
 			if err != nil || !replay.Replayed || replay.Ride.ID != result.Ride.ID {
 				t.Errorf("ride %d: want a replay of ride %s from the other replica, got %+v %v", i, result.Ride.ID, replay, err)

@@ -23,7 +23,18 @@ type Worker struct {
 	// Receipts counts receipt job attempts by result (ReceiptSent, ...). A job that finds its
 	// receipt recorded already sends nothing and is not counted.
 	Receipts *prometheus.CounterVec
+
+	// ReceiptLatency is the time from a ride's booking to the mail server's acceptance of its
+	// receipt, in seconds: what a rider waits for the receipt after the 201. It is observed once
+	// per receipt counted sent.
+	ReceiptLatency prometheus.Histogram
 }
+
+// receiptLatencyBuckets are rocketrides_receipt_latency_seconds's buckets: fine below a second,
+// where a receipt that rides the notifications lands (tens of milliseconds) and one that waited
+// for a poll (up to a second) can be told apart, then coarse up to the four hours that River's
+// retries of a failing mail server span (workers.SendRideReceiptMaxAttempts).
+var receiptLatencyBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 14400}
 
 // NewWorker returns the worker's series, registered with reg (nil: unregistered).
 func NewWorker(reg prometheus.Registerer) *Worker {
@@ -32,11 +43,16 @@ func NewWorker(reg prometheus.Registerer) *Worker {
 			Namespace: namespace, Name: "receipts_total",
 			Help: "Ride receipt job attempts, by result: sent, logged (SMTP_URL unset), failed (to be retried), discarded (for good), cancelled.",
 		}, []string{"result"}),
+		ReceiptLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "receipt_latency_seconds",
+			Help:    "Time from a ride's booking (its receipt staged, just before the 201) to the mail server accepting the receipt, retries included; receipts sent only.",
+			Buckets: receiptLatencyBuckets,
+		}),
 	}
 	for _, result := range receiptResults {
 		m.Receipts.WithLabelValues(result)
 	}
-	register(reg, m.Receipts)
+	register(reg, m.Receipts, m.ReceiptLatency)
 	return m
 }
 

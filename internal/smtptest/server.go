@@ -53,6 +53,10 @@ type Message struct {
 
 	// AuthUser is who authenticated on the connection, if anyone did.
 	AuthUser string
+
+	// Accepted is when the server accepted the message, just before it said so: the moment a
+	// sender's message counts as delivered, which cmd/bench -receipts measures up to.
+	Accepted time.Time
 }
 
 // Server is a running SMTP server.
@@ -242,6 +246,7 @@ func (s *Server) endOfData(m Message) string {
 		s.failures = s.failures[1:]
 		return reply
 	}
+	m.Accepted = time.Now()
 	s.messages = append(s.messages, m)
 	return fmt.Sprintf("250 2.0.0 OK: queued as %d", len(s.messages))
 }
