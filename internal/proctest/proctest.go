@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -170,15 +169,15 @@ func Run(t testing.TB, path string, env []string, args ...string) (stdout, stder
 	return outBuf.String(), errBuf.String(), cmd.ProcessState.ExitCode()
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// FreePort returns a port for a process to listen on, and perhaps again after a restart (see
+// supervisor.FreePort for why it is not one the kernel picks).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := supervisor.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // WaitHTTP polls url until it answers 200, failing the test after timeout or if p exits first.
