@@ -155,15 +155,15 @@ func (p *progress) packageDone(e event, s *pkgState) {
 		return // no test files: nothing to say
 	case "pass":
 		p.ok++
-		p.printf("ok    %-50s %6.1fs\n", e.Package, e.Elapsed)
+		p.printf("ok    %-58s %6.1fs\n", e.Package, e.Elapsed)
 		return
 	}
 	p.failed++
 	if e.FailedBuild != "" {
-		p.printf("FAIL  %-50s [build failed]\n", e.Package)
+		p.printf("FAIL  %-58s [build failed]\n", e.Package)
 		return
 	}
-	p.printf("FAIL  %-50s %6.1fs\n", e.Package, e.Elapsed)
+	p.printf("FAIL  %-58s %6.1fs\n", e.Package, e.Elapsed)
 	for _, test := range s.failed {
 		for _, out := range s.output[test] {
 			p.printf("      %s", out)
