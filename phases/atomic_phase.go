@@ -191,7 +191,7 @@ const (
 // a millisecond when the database is idle and far more when it is loaded. It returns how many
 // transactions it ran.
 func (e *Executor) inSerializableTx(ctx context.Context, fn func(ctx context.Context, tx *phaseTx) error) (int, error) {
-	start := time.Now()
+	start := e.now()
 	for attempt := 1; ; attempt++ {
 		tx := &phaseTx{pool: e.pool}
 		err := fn(ctx, tx)
@@ -204,9 +204,9 @@ func (e *Executor) inSerializableTx(ctx context.Context, fn func(ctx context.Con
 		if err == nil || !isRetryable(err) {
 			return attempt, err
 		}
-		if time.Since(start) >= e.config.ConflictRetryBudget {
+		if spent := e.now().Sub(start); spent >= e.config.ConflictRetryBudget {
 			return attempt, fmt.Errorf("%w after %d attempts in %s: %w", ErrConflict, attempt,
-				time.Since(start).Round(time.Millisecond), err)
+				spent.Round(time.Millisecond), err)
 		}
 
 		ceiling := min(retryBackoffBase<<attempt, retryBackoffMax)

@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"time"
 
 	"github.com/rocketrides/rocketrides/models"
 )
@@ -45,4 +46,16 @@ type testHooks struct {
 	inPhase func(ctx context.Context, tx models.DBTX, point models.RecoveryPoint) error
 	// afterCharge runs once Stripe has answered, before the answer is committed.
 	afterCharge func(ctx context.Context)
+	// now is the clock that ConflictRetryBudget is measured on, time.Now when nil: a test of the
+	// budget counts the tries a budget allows, which on a loaded machine's clock would depend
+	// on how long each try happened to take.
+	now func() time.Time
+}
+
+// now returns the time on the clock of the conflict retry budget.
+func (e *Executor) now() time.Time {
+	if e.hooks.now != nil {
+		return e.hooks.now()
+	}
+	return time.Now()
 }

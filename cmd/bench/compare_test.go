@@ -62,14 +62,28 @@ func TestCompare(t *testing.T) {
 	t.Run("CommitsPerRide", func(t *testing.T) {
 		// A ride is the authentication's SELECT and then the transactions of the design: 1 + 4
 		// for the article, 1 + 2 for twotx and for the API. With one client nothing
-		// conflicts, so nothing is retried; the little over is the API's readiness checks.
+		// conflicts, so nothing is retried. A run also counts a few commits that are no ride's,
+		// whatever its length: each session's start commits, pgbench adds 3 (measured: its two
+		// connections and a query), the API its pool's connections. They are a fixed number,
+		// up to 7 seen, so they are allowed as such, not as a fraction of a ride: a loaded
+		// machine books 25 rides in the run instead of 100, and 7 commits made the article's 5
+		// a ride 5.28.
+		const overheadMax = 12
 		for target, want := range map[string]float64{targetArticle: 5, targetTwoTx: 3, targetAPI: 3} {
 			m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + `\s+1\s.*\s([0-9.]+)$`).FindStringSubmatch(out)
 			if m == nil {
 				t.Fatalf("no row for %s at 1 client in:\n%s", target, out)
 			}
-			if got, _ := strconv.ParseFloat(m[1], 64); got < want || got > want+0.2 {
-				t.Errorf("%s at 1 client: want %.0f commits per ride, got %s", target, want, m[1])
+			r := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(target) + `\s+1 client\s+(\d+) rides in `).FindStringSubmatch(out)
+			if r == nil {
+				t.Fatalf("no run details for %s at 1 client in:\n%s", target, out)
+			}
+			got, _ := strconv.ParseFloat(m[1], 64)
+			rides, _ := strconv.Atoi(r[1])
+			// The printed figure is rounded to 0.01, which costs up to 0.005 a ride.
+			if extra := (got - want) * float64(rides); got < want || extra > overheadMax+0.005*float64(rides) {
+				t.Errorf("%s at 1 client: want %.0f commits per ride and at most %d more in the run, got %s a ride in %d rides",
+					target, want, overheadMax, m[1], rides)
 			}
 		}
 	})

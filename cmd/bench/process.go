@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -76,7 +75,7 @@ func startProcess(name, binary, logPath string, env []string) (*process, error) 
 
 // startAPI starts the API on a free loopback port with env, and returns once it is ready.
 func startAPI(ctx context.Context, binary, logPath string, env []string) (*process, error) {
-	port, err := freePort()
+	port, err := supervisor.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -146,14 +145,4 @@ func (p *process) logTail() string {
 		return fmt.Sprintf("(unreadable: %s)", err)
 	}
 	return string(log[max(len(log)-logTailBytes, 0):])
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("error finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

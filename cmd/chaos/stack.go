@@ -154,7 +154,7 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 	}
 
 	for i := range cfg.apis {
-		port, err := freePort()
+		port, err := supervisor.FreePort() // kept across restarts, so that clients find it again
 		if err != nil {
 			return nil, err
 		}
@@ -334,15 +334,4 @@ func (w labelledWriter) Write(p []byte) (int, error) {
 		w.out.Line(w.label, strings.TrimRight(line, "\n"))
 	}
 	return len(p), nil
-}
-
-// freePort returns a loopback port that was free a moment ago. Each API keeps its port across
-// restarts, so that clients find it again.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("error finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

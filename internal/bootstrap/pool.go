@@ -66,28 +66,39 @@ func OpenPool(ctx context.Context, cfg *Config, logger *slog.Logger) (*pgxpool.P
 		return nil, fmt.Errorf("error creating database pool: %w", err)
 	}
 
-	if err := waitForDatabase(ctx, pool, logger); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	if err := checkMigrated(ctx, cfg.DatabaseURL); err != nil {
+	err = waitForDatabase(ctx, logger, func(ctx context.Context) error {
+		pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if err := pool.Ping(pingCtx); err != nil {
+			return err
+		}
+		return checkMigrated(ctx, cfg.DatabaseURL)
+	})
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
 	return pool, nil
 }
 
-func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+// waitForDatabase runs check until it passes, for up to connectWait, and returns its last error
+// otherwise. Only a schemaError, the database's definite answer that it lacks migrations, ends
+// the wait at once. Any other error may be the database not up yet, or restarting: a check that
+// reached the database and then lost it (a restart between the ping and the migrations'
+// query) is tried again like a ping that failed, or the process would exit while the database
+// is back within a second.
+func waitForDatabase(ctx context.Context, logger *slog.Logger, check func(ctx context.Context) error) error {
 	deadline := time.Now().Add(connectWait)
 	for {
-		pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := pool.Ping(pingCtx)
-		cancel()
+		err := check(ctx)
 		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err() // stopped while waiting: not the database's fault
+		}
+		if _, ok := errors.AsType[*schemaError](err); ok {
+			return err
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("database not reachable after %s (is Postgres running, and DATABASE_URL right?): %w", connectWait, err)
@@ -99,6 +110,12 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logge
 		}
 	}
 }
+
+// schemaError is the database's answer that its schema is not the one this build needs: waiting
+// will not change it.
+type schemaError struct{ msg string }
+
+func (e *schemaError) Error() string { return e.msg }
 
 // checkMigrated fails when the database lacks migrations this build knows of: a process
 // running against an older schema would fail later, on some request, in a less obvious way.
@@ -132,6 +149,6 @@ func checkMigrated(ctx context.Context, databaseURL string) error {
 			names = append(names, filepath.Base(source.Path))
 		}
 	}
-	return fmt.Errorf("database is not migrated (pending: %s): run `go run ./cmd/migrate up` with the same DATABASE_URL",
-		strings.Join(names, ", "))
+	return &schemaError{fmt.Sprintf("database is not migrated (pending: %s): run `go run ./cmd/migrate up` with the same DATABASE_URL",
+		strings.Join(names, ", "))}
 }

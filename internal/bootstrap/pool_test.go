@@ -1,6 +1,9 @@
 package bootstrap
 
 import (
+	"context"
+	"database/sql/driver"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -41,6 +44,42 @@ func TestOpenPoolBoundsStatements(t *testing.T) {
 		}
 		if st, lt := show(t, url+sep+"statement_timeout=0&lock_timeout=250"); st != "0" || lt != "250ms" {
 			t.Fatalf("want DATABASE_URL's statement_timeout 0 and lock_timeout 250ms, got %s and %s", st, lt)
+		}
+	})
+}
+
+// TestWaitForDatabase: a start that reaches the database and then loses it, as when Postgres
+// restarts between the ping and the check of the migrations, waits for it like a start before
+// it is up; the database's answer that it lacks migrations ends the wait at once.
+func TestWaitForDatabase(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.DiscardHandler)
+
+	t.Run("RetriesWhatFailsOnTheWay", func(t *testing.T) {
+		t.Parallel()
+		calls := 0
+		err := waitForDatabase(t.Context(), logger, func(context.Context) error {
+			calls++
+			if calls < 3 {
+				return fmt.Errorf("error checking migrations: %w", driver.ErrBadConn)
+			}
+			return nil
+		})
+		if err != nil || calls != 3 {
+			t.Fatalf("want success at the third check, got %v after %d", err, calls)
+		}
+	})
+
+	t.Run("StopsAtTheSchemasAnswer", func(t *testing.T) {
+		t.Parallel()
+		calls := 0
+		notMigrated := &schemaError{"database is not migrated"}
+		err := waitForDatabase(t.Context(), logger, func(context.Context) error {
+			calls++
+			return notMigrated
+		})
+		if err != notMigrated || calls != 1 {
+			t.Fatalf("want the schema's error at once, got %v after %d checks", err, calls)
 		}
 	})
 }

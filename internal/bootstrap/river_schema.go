@@ -19,7 +19,16 @@ import (
 // It is apart from OpenPool's check of the goose migrations because River's schema can lag
 // behind on its own. Goose's migration 2 installs River once; a newer River brings migrations of
 // its own, which `migrate up` applies (migrations.RiverUp) but goose does not count as pending.
+//
+// Like OpenPool, it waits up to connectWait for a database that cannot answer yet, which is
+// what a database restarting just after OpenPool looks like.
 func CheckRiverSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	return waitForDatabase(ctx, slog.New(slog.DiscardHandler), func(ctx context.Context) error {
+		return checkRiverSchema(ctx, pool)
+	})
+}
+
+func checkRiverSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{
 		Logger: slog.New(slog.DiscardHandler), // It logs a failed validation at info; the error says it.
 	})
@@ -40,9 +49,9 @@ func CheckRiverSchema(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("error checking River's schema: %w", err)
 	}
 	if len(existing) == 0 {
-		return fmt.Errorf("database has no River schema: %s", fix)
+		return &schemaError{"database has no River schema: " + fix}
 	}
 	latest := migrator.AllVersions()
-	return fmt.Errorf("database's River schema is behind this build's River (at River migration %d of %d; %s): %s",
-		existing[len(existing)-1].Version, latest[len(latest)-1].Version, strings.Join(res.Messages, "; "), fix)
+	return &schemaError{fmt.Sprintf("database's River schema is behind this build's River (at River migration %d of %d; %s): %s",
+		existing[len(existing)-1].Version, latest[len(latest)-1].Version, strings.Join(res.Messages, "; "), fix)}
 }

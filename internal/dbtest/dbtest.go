@@ -37,10 +37,12 @@ var (
 // developer's machine, more on a loaded CI machine running several test binaries at once.
 const setupTimeout = 2 * time.Minute
 
-// Main runs the tests of a package and then stops the server they used (or, on a server named
-// by TEST_DATABASE_URL, drops the template), and exits. Call it from TestMain.
+// Main runs the tests of a package, at least MinParallel at once, and then stops the server
+// they used (or, on a server named by TEST_DATABASE_URL, drops the template), and exits. Call it
+// from TestMain.
 func Main(m *testing.M) {
 	mainCalled.Store(true)
+	raiseParallel()
 	code := m.Run()
 	if shared != nil {
 		if err := shared.close(); err != nil {

@@ -110,19 +110,35 @@ func (c *Cluster) initDB(ctx context.Context) error {
 	}
 
 	start := time.Now()
-	cmd := c.command(ctx, "initdb",
-		"--pgdata", c.dataDir,
+	args := []string{
 		"--username", "postgres",
 		"--auth", "trust",
 		"--encoding", "UTF8",
 		"--no-locale", // The C locale: the same sorting everywhere, whatever the machine's.
 		"--no-sync",
-	)
+	}
+	cached := c.pristineCachePath(args)
+	if cached != "" {
+		if err := copyTree(cached, c.dataDir, c.owner); err == nil {
+			c.logger.InfoContext(ctx, "Postgres: copied a pristine cluster",
+				slog.String("data_dir", c.dataDir), slog.String("from", cached), slog.Duration("duration", time.Since(start)))
+			return nil
+		}
+		// Absent (the first run), or unusable: initdb makes the cluster, on an empty directory.
+		if err := emptyDir(c.dataDir); err != nil {
+			return err
+		}
+	}
+
+	cmd := c.command(ctx, "initdb", append([]string{"--pgdata", c.dataDir}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("error running initdb: %w\n%s", err, out)
 	}
 	c.logger.InfoContext(ctx, "Postgres: initialised cluster",
 		slog.String("data_dir", c.dataDir), slog.Duration("duration", time.Since(start)))
+	if cached != "" {
+		savePristine(c.dataDir, cached) // before the server first touches it
+	}
 	return nil
 }
 

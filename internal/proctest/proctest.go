@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,7 +28,9 @@ var (
 	built    = map[string]string{}
 )
 
-// Build compiles ./cmd/<name> of this module once per test binary and returns the binary's path.
+// Build compiles ./cmd/<name> of this module and returns the path of the binary, built once per
+// test binary. The build goes through supervisor.Build, which links each command once for all
+// the test binaries of a `go test ./...` run, and once more only when its sources change.
 func Build(t testing.TB, name string) string {
 	t.Helper()
 	buildMu.Lock()
@@ -37,26 +38,30 @@ func Build(t testing.TB, name string) string {
 	if path, ok := built[name]; ok {
 		return path
 	}
+	root, err := supervisor.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if buildDir == "" {
-		dir, err := os.MkdirTemp("", "rrbin")
+		dir, err := runDir(root)
 		if err != nil {
 			t.Fatal(err)
 		}
 		buildDir = dir
 	}
-	root, err := supervisor.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	if err := supervisor.Build(ctx, root, buildDir, name); err != nil {
+		t.Fatalf("error building cmd/%s: %s", name, err)
 	}
 	path := filepath.Join(buildDir, name)
-	cmd := exec.Command("go", "build", "-o", path, "./cmd/"+name)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("error building cmd/%s: %s\n%s", name, err, out)
-	}
 	built[name] = path
 	return path
 }
+
+// buildTimeout bounds building one command: seconds from the cache, a minute or so from scratch
+// on a loaded machine.
+const buildTimeout = 5 * time.Minute
 
 // Process is a started binary.
 type Process struct {
@@ -164,15 +169,15 @@ func Run(t testing.TB, path string, env []string, args ...string) (stdout, stder
 	return outBuf.String(), errBuf.String(), cmd.ProcessState.ExitCode()
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// FreePort returns a port for a process to listen on, and perhaps again after a restart (see
+// supervisor.FreePort for why it is not one the kernel picks).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := supervisor.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // WaitHTTP polls url until it answers 200, failing the test after timeout or if p exits first.

@@ -24,20 +24,6 @@ import (
 // processes promise to stop within 10 s; a little more absorbs a loaded machine.
 const StopTimeout = 12 * time.Second
 
-// Build compiles ./cmd/<name> for every name into binDir, from the module at root.
-func Build(ctx context.Context, root, binDir string, names ...string) error {
-	args := []string{"build", "-o", binDir + string(os.PathSeparator)}
-	for _, name := range names {
-		args = append(args, "./cmd/"+name)
-	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("error building commands: %w\n%s", err, out)
-	}
-	return nil
-}
-
 // ModuleRoot finds the directory holding go.mod, upwards from the working directory.
 func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()

@@ -1,0 +1,75 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Ports that FreePort draws from: from lowestPort up to just below the kernel's ephemeral range,
+// which it reads from ephemeralRangeFile (Linux), or else assumes starts at
+// ephemeralStartDefault (Linux's default; macOS and the BSDs start higher).
+const (
+	lowestPort            = 20000
+	ephemeralStartDefault = 32768
+	ephemeralRangeFile    = "/proc/sys/net/ipv4/ip_local_port_range"
+)
+
+// FreePort returns a TCP port that nobody listens on, for a process that is to listen there,
+// and perhaps again after it restarts. A port the kernel picks for port 0 would do only until
+// it is free again: the kernel hands the same range to every program's port-0 listener and to
+// outgoing connections, and one of them can take the port between the check and the process's
+// listen, or while the process restarts (an API replica of cmd/chaos, restarted after a crash,
+// would then exit for want of its port). So the port is drawn at random below that range, where
+// the kernel never hands one out.
+func FreePort() (int, error) {
+	highest := ephemeralStart() - 1
+	if highest-lowestPort < 1000 { // a range configured to start low: use it as it is
+		return kernelPort()
+	}
+	var err error
+	for range 100 {
+		port := lowestPort + rand.IntN(highest-lowestPort+1)
+		var l net.Listener
+		// On all addresses, as the processes listen: a listener on any one of them would
+		// make theirs fail.
+		if l, err = net.Listen("tcp", ":"+strconv.Itoa(port)); err == nil {
+			return port, l.Close()
+		}
+	}
+	return 0, fmt.Errorf("error finding a free port: %w", err)
+}
+
+// ephemeralStart returns the first port of the kernel's ephemeral range.
+func ephemeralStart() int {
+	b, err := os.ReadFile(ephemeralRangeFile)
+	if err != nil {
+		return ephemeralStartDefault
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return ephemeralStartDefault
+	}
+	if n, err := strconv.Atoi(fields[0]); err == nil && n > 0 {
+		return n
+	}
+	return ephemeralStartDefault
+}
+
+// kernelPort returns a port the kernel picks.
+func kernelPort() (int, error) {
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return 0, fmt.Errorf("error finding a free port: %w", err)
+	}
+	defer l.Close()
+	tcp, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, errors.New("error finding a free port: not a TCP address")
+	}
+	return tcp.Port, nil
+}
