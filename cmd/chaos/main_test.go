@@ -20,7 +20,8 @@ import (
 
 // TestSoak runs the chaos binary for 40 s, as CI does, and requires that it found every
 // invariant held, with faults of every kind fired and a fair number of rides booked through
-// them. The seed is printed, so that a failing schedule can be replayed with -seed.
+// them, no request set aside for review, and each receipt mailed once, but for the stated
+// allowance. The seed is printed, so that a failing schedule can be replayed with -seed.
 func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the soak takes about a minute")
@@ -64,6 +65,11 @@ func TestSoak(t *testing.T) {
 	if sum.Requests < 100 || sum.KeysCreated < 50 {
 		t.Errorf("want at least 100 requests and 50 rides booked, got %d and %d", sum.Requests, sum.KeysCreated)
 	}
+	// None is left to chance: the schedule holds every kind, and the first API crashes itself
+	// for certain on its first request that reaches forcedCrashPoint.
+	if sum.SelfCrashesByPoint[string(forcedCrashPoint)] == 0 {
+		t.Errorf("want the forced crash at %s, got self-crashes %v", forcedCrashPoint, sum.SelfCrashesByPoint)
+	}
 	for _, kind := range []string{
 		string(faultAPIKill), "api_self_crash", string(faultStripe500), string(faultStripeTimeout),
 		string(faultStripeDrop), string(faultDatabaseRestart),
@@ -74,6 +80,18 @@ func TestSoak(t *testing.T) {
 	}
 	if sum.Receipts != sum.KeysCreated {
 		t.Errorf("want a receipt for each of the %d rides booked, got %d", sum.KeysCreated, sum.Receipts)
+	}
+	// chaos fails on these itself; the test holds the summary to them as well, so that a
+	// change to what chaos counts as a failure cannot quietly let them through.
+	if len(sum.ForReview) > 0 {
+		t.Errorf("want no request set aside for review, got %q", sum.ForReview)
+	}
+	if sum.Emails != sum.Receipts+sum.DuplicateEmails {
+		t.Errorf("want every email a recorded receipt or a copy of one: %d emails, %d receipts, %d copies",
+			sum.Emails, sum.Receipts, sum.DuplicateEmails)
+	}
+	if sum.DuplicateEmails > maxDuplicateReceiptsDefault {
+		t.Errorf("want at most %d copy of a receipt mailed, got %d: %q", maxDuplicateReceiptsDefault, sum.DuplicateEmails, sum.Duplicates)
 	}
 }
 

@@ -58,6 +58,7 @@ type summary struct {
 	Receipts         int      `json:"receipts"`
 	Emails           int      `json:"emails"`
 	DuplicateEmails  int      `json:"duplicate_emails"`
+	Duplicates       []string `json:"duplicates,omitempty"`
 	ForReview        []string `json:"for_review,omitempty"`
 
 	// Checked is true once the invariants were checked; a soak cut short never gets there.
@@ -135,7 +136,7 @@ func (sum *summary) addReport(r *invariants.Report) {
 	sum.Keys, sum.KeysCreated, sum.KeysRefused = r.Keys, r.KeysCreated, r.KeysRefused
 	sum.Rides, sum.ChargedRides, sum.Receipts = r.Rides, r.ChargedRides, r.ReceiptsRecorded
 	sum.SucceededCharges, sum.FailedCharges = r.SucceededCharges, r.FailedCharges
-	sum.Emails, sum.DuplicateEmails = r.Emails, r.DuplicateEmails
+	sum.Emails, sum.DuplicateEmails, sum.Duplicates = r.Emails, r.DuplicateEmails, r.Duplicates
 	sum.ForReview = r.ForReview
 	for _, v := range r.Violations {
 		sum.Violations = append(sum.Violations, v.String())
@@ -216,6 +217,9 @@ func (sum *summary) print(w io.Writer) {
 
 	for _, s := range sum.ForReview {
 		fmt.Fprintf(w, "FOR REVIEW  %s\n", s)
+	}
+	for _, s := range sum.Duplicates {
+		fmt.Fprintf(w, "DUPLICATE   %s\n", s)
 	}
 	for _, s := range sum.FaultErrors {
 		fmt.Fprintf(w, "FAULT ERROR %s\n", s)
