@@ -218,7 +218,11 @@ func (sum *summary) print(w io.Writer) {
 	for _, s := range sum.ForReview {
 		fmt.Fprintf(w, "FOR REVIEW  %s\n", s)
 	}
-	for _, s := range sum.Duplicates {
+	for i, s := range sum.Duplicates {
+		if i == maxDuplicatesPrinted {
+			fmt.Fprintf(w, "DUPLICATE   ... and %d more\n", len(sum.Duplicates)-i)
+			break
+		}
 		fmt.Fprintf(w, "DUPLICATE   %s\n", s)
 	}
 	for _, s := range sum.FaultErrors {
@@ -237,6 +241,10 @@ func (sum *summary) print(w io.Writer) {
 		fmt.Fprintf(w, "\nEvery invariant held.\n")
 	}
 }
+
+// maxDuplicatesPrinted bounds the receipts mailed twice that the summary lists one by one; the
+// JSON summary has them all.
+const maxDuplicatesPrinted = 20
 
 func (sum *summary) writeJSON(path string) error {
 	b, err := json.MarshalIndent(sum, "", "  ")
