@@ -43,6 +43,7 @@ type config struct {
 	crashProb      float64
 	dbRestarts     int
 	strictReceipts bool
+	maxDuplicates  int
 	logPath        string
 	summaryJSON    string
 }
@@ -59,6 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	flags.Float64Var(&cfg.crashProb, "crash-prob", 0.01, "probability that an API crashes (or stalls) at each fault point of a request")
 	flags.IntVar(&cfg.dbRestarts, "db-restarts", 0, "database restarts during the soak; 0 means one per 12 s of -duration, at least one")
 	flags.BoolVar(&cfg.strictReceipts, "strict-receipts", false, "count a receipt mailed twice (same Message-ID) as a violation")
+	flags.IntVar(&cfg.maxDuplicates, "max-duplicate-receipts", maxDuplicateReceiptsDefault, "fail if more copies of receipts than this were mailed (a receipt mailed twice is one copy)")
 	flags.StringVar(&cfg.logPath, "log", "", "file for the processes' output; default a new file in the temporary directory")
 	flags.StringVar(&cfg.summaryJSON, "summary-json", "", "also write the summary as JSON to this file")
 	if err := flags.Parse(args); err != nil {
@@ -71,6 +73,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("-clients, -apis and -workers must be at least 1")
 	case cfg.crashProb < 0 || cfg.crashProb > 1:
 		return nil, errors.New("-crash-prob must be in [0, 1]")
+	case cfg.maxDuplicates < 0:
+		return nil, errors.New("-max-duplicate-receipts must not be negative")
 	}
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,7 +21,8 @@ import (
 
 // TestSoak runs the chaos binary for 40 s, as CI does, and requires that it found every
 // invariant held, with faults of every kind fired and a fair number of rides booked through
-// them. The seed is printed, so that a failing schedule can be replayed with -seed.
+// them, no request set aside for review, and each receipt mailed once, but for the stated
+// allowance. The seed is printed, so that a failing schedule can be replayed with -seed.
 func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the soak takes about a minute")
@@ -44,6 +46,9 @@ func TestSoak(t *testing.T) {
 	t.Logf("chaos output:\n%s", out.String())
 	if err != nil {
 		t.Logf("tail of the processes' log:\n%s", tail(t, logPath, 80))
+		if last := lastWordsOfUnexpectedExits(logPath, 20); last != "" {
+			t.Logf("the last lines of processes that exited by themselves, other than APIs' crashes:\n%s", last)
+		}
 		t.Fatalf("chaos failed: %v", err)
 	}
 
@@ -64,6 +69,11 @@ func TestSoak(t *testing.T) {
 	if sum.Requests < 100 || sum.KeysCreated < 50 {
 		t.Errorf("want at least 100 requests and 50 rides booked, got %d and %d", sum.Requests, sum.KeysCreated)
 	}
+	// None is left to chance: the schedule holds every kind, and the first API crashes itself
+	// for certain on its first request that reaches forcedCrashPoint.
+	if sum.SelfCrashesByPoint[string(forcedCrashPoint)] == 0 {
+		t.Errorf("want the forced crash at %s, got self-crashes %v", forcedCrashPoint, sum.SelfCrashesByPoint)
+	}
 	for _, kind := range []string{
 		string(faultAPIKill), "api_self_crash", string(faultStripe500), string(faultStripeTimeout),
 		string(faultStripeDrop), string(faultDatabaseRestart),
@@ -75,6 +85,49 @@ func TestSoak(t *testing.T) {
 	if sum.Receipts != sum.KeysCreated {
 		t.Errorf("want a receipt for each of the %d rides booked, got %d", sum.KeysCreated, sum.Receipts)
 	}
+	// chaos fails on these itself; the test holds the summary to them as well, so that a
+	// change to what chaos counts as a failure cannot quietly let them through.
+	if len(sum.ForReview) > 0 {
+		t.Errorf("want no request set aside for review, got %q", sum.ForReview)
+	}
+	if sum.Emails != sum.Receipts+sum.DuplicateEmails {
+		t.Errorf("want every email a recorded receipt or a copy of one: %d emails, %d receipts, %d copies",
+			sum.Emails, sum.Receipts, sum.DuplicateEmails)
+	}
+	if sum.DuplicateEmails > maxDuplicateReceiptsDefault {
+		t.Errorf("want at most %d copy of a receipt mailed, got %d: %s", maxDuplicateReceiptsDefault, sum.DuplicateEmails, firstFew(sum.Duplicates, 5))
+	}
+}
+
+// lastWordsOfUnexpectedExits finds, in the processes' log, each process that exited by itself
+// without having crashed at a fault point, and returns up to n of its lines before the exit: the
+// log is gone with the test's temporary directory, and its tail rarely reaches back that far.
+func lastWordsOfUnexpectedExits(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var out strings.Builder
+	lines := strings.Split(string(b), "\n")
+	for i, line := range lines {
+		_, note, ok := strings.Cut(line, "| ")
+		label, _, exited := strings.Cut(note[min(len(note), len("15:04:05.000 ")):], " exited by itself")
+		if !ok || !strings.HasPrefix(line, "chaos ") || !exited || strings.Contains(label, " ") {
+			continue
+		}
+		var own []string
+		for j := i - 1; j >= 0 && len(own) < n; j-- {
+			if l, _, _ := strings.Cut(lines[j], "|"); strings.TrimSpace(l) == label {
+				own = append(own, lines[j])
+			}
+		}
+		if len(own) > 0 && strings.Contains(own[0], `msg="Faults: crashing"`) {
+			continue
+		}
+		slices.Reverse(own)
+		fmt.Fprintf(&out, "%s\n%s\n", line, strings.Join(own, "\n"))
+	}
+	return out.String()
 }
 
 func tail(t *testing.T, path string, lines int) string {
@@ -173,5 +226,30 @@ func TestEventLog(t *testing.T) {
 	}
 	if strings.Count(buf.String(), "\n") != 7 {
 		t.Errorf("want every line written through, got:\n%s", buf.String())
+	}
+}
+
+func TestLastWordsOfUnexpectedExits(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "chaos.log")
+	log := strings.Join([]string{
+		`enqueuer    | time=2026-01-01T00:00:00Z level=INFO msg="Enqueuer: enqueued jobs" num_enqueued=1`,
+		`api-1       | time=2026-01-01T00:00:00Z level=INFO msg="API: request" status=201`,
+		`api-1       | time=2026-01-01T00:00:00Z level=WARN msg="Faults: crashing" point=finished`,
+		`chaos       | 00:00:00.100 api-1 exited by itself: signal: killed`,
+		`enqueuer    | time=2026-01-01T00:00:01Z level=ERROR msg="Enqueuer: the last words"`,
+		`api-2       | time=2026-01-01T00:00:01Z level=INFO msg="API: request" status=201`,
+		`chaos       | 00:00:01.100 enqueuer exited by itself: exit status 1`,
+		`chaos       | 00:00:01.200 fault api_sigkill: killed api-2`,
+	}, "\n") + "\n"
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := lastWordsOfUnexpectedExits(path, 20)
+	want := "chaos       | 00:00:01.100 enqueuer exited by itself: exit status 1\n" +
+		"enqueuer    | time=2026-01-01T00:00:00Z level=INFO msg=\"Enqueuer: enqueued jobs\" num_enqueued=1\n" +
+		"enqueuer    | time=2026-01-01T00:00:01Z level=ERROR msg=\"Enqueuer: the last words\"\n"
+	if got != want {
+		t.Errorf("want the enqueuer's exit and its lines, not the API's crash:\n%s\ngot:\n%s", want, got)
 	}
 }

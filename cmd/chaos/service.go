@@ -31,6 +31,10 @@ type service struct {
 	stopping bool
 	keeping  chan struct{} // closed when the keeper goroutine returns
 
+	// envAfterCrash, when set, replaces env once the process exits by itself (crashes), for
+	// good: a process armed to crash once is restarted unarmed.
+	envAfterCrash []string
+
 	starts          int
 	unexpectedExits int // exits that neither kill nor stop asked for: crashes
 }
@@ -87,6 +91,9 @@ func (s *service) keep(p *supervisor.Process, done chan struct{}) {
 		if !p.Expected() {
 			s.unexpectedExits++
 			s.logf("%s exited by itself: %v", s.label, p.Err())
+			if s.envAfterCrash != nil {
+				s.env, s.envAfterCrash = s.envAfterCrash, nil
+			}
 		}
 		s.proc = nil
 		s.mu.Unlock()
@@ -188,7 +195,7 @@ func (s *service) restartWith(env []string) error {
 	stopErr := s.stop()
 	if env != nil {
 		s.mu.Lock()
-		s.env = env
+		s.env, s.envAfterCrash = env, nil
 		s.mu.Unlock()
 	}
 	if err := s.start(); err != nil {

@@ -44,7 +44,7 @@ func (s *soak) settle(ctx context.Context) error {
 		s.progress("%d Stripe faults still queued; they strike the next charges", len(pending))
 	}
 	for i, api := range s.st.apis {
-		if err := api.restartWith(s.st.apiEnv(i, false)); err != nil {
+		if err := api.restartWith(s.st.apiEnv(i, false, false)); err != nil {
 			s.fail("%v", err)
 		}
 	}

@@ -159,7 +159,10 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 			return nil, err
 		}
 		st.apiPorts = append(st.apiPorts, port)
-		api := newService(st.sup, events, fmt.Sprintf("api-%d", i+1), "api", st.apiEnv(i, true))
+		api := newService(st.sup, events, fmt.Sprintf("api-%d", i+1), "api", st.apiEnv(i, true, i == 0))
+		if i == 0 {
+			api.envAfterCrash = st.apiEnv(i, true, false)
+		}
 		st.apis = append(st.apis, api)
 		if err := api.start(); err != nil {
 			return nil, err
@@ -199,17 +202,34 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 // stalls once Stripe has answered, for longer than the lease: the stalled request is alive and
 // keeps renewing its lease, so it must keep its key and finish it. (Takeovers and fencing come
 // from the api_freeze fault.) It does not crash, or it would rarely live to the end of a stall.
-func (st *stack) apiEnv(i int, faulty bool) []string {
+//
+// forceCrash makes the crashing profile crash at forcedCrashPoint for certain rather than by
+// chance: the first replica starts so, and once it crashed it restarts without (see startStack).
+func (st *stack) apiEnv(i int, faulty, forceCrash bool) []string {
 	env := append(append([]string(nil), st.baseEnv...), "PORT="+strconv.Itoa(st.apiPorts[i]))
 	if !faulty || st.cfg.crashProb == 0 {
 		return env
 	}
 	p := strconv.FormatFloat(st.cfg.crashProb, 'g', -1, 64)
 	if i%2 == 0 {
-		return append(env, fmt.Sprintf("FAULTS=ride_created=crash@%[1]s,charge_answered=crash@%[1]s,finished=crash@%[1]s", p))
+		var rules []string
+		for _, point := range []phases.FaultPoint{phases.FaultPointRideCreated, phases.FaultPointChargeAnswered, phases.FaultPointFinished} {
+			rule := string(point) + "=crash@" + p
+			if forceCrash && point == forcedCrashPoint {
+				rule = string(point) + "=crash"
+			}
+			rules = append(rules, rule)
+		}
+		return append(env, "FAULTS="+strings.Join(rules, ","))
 	}
 	return append(env, fmt.Sprintf("FAULTS=charge_answered=stall:%[2]s@%[1]s", p, stallFor))
 }
+
+// forcedCrashPoint is where the first API crashes for certain, on its first request that gets
+// there. Crashes at the fault points are drawn by chance (-crash-prob), and a soak that drew
+// none would have tested none; a crash with Stripe's charge taken and not yet recorded is the
+// one the article is about.
+const forcedCrashPoint = phases.FaultPointChargeAnswered
 
 // services are every process of Rocket Rides: the APIs, then the others.
 func (st *stack) services() []*service {

@@ -58,6 +58,7 @@ type summary struct {
 	Receipts         int      `json:"receipts"`
 	Emails           int      `json:"emails"`
 	DuplicateEmails  int      `json:"duplicate_emails"`
+	Duplicates       []string `json:"duplicates,omitempty"`
 	ForReview        []string `json:"for_review,omitempty"`
 
 	// Checked is true once the invariants were checked; a soak cut short never gets there.
@@ -135,7 +136,7 @@ func (sum *summary) addReport(r *invariants.Report) {
 	sum.Keys, sum.KeysCreated, sum.KeysRefused = r.Keys, r.KeysCreated, r.KeysRefused
 	sum.Rides, sum.ChargedRides, sum.Receipts = r.Rides, r.ChargedRides, r.ReceiptsRecorded
 	sum.SucceededCharges, sum.FailedCharges = r.SucceededCharges, r.FailedCharges
-	sum.Emails, sum.DuplicateEmails = r.Emails, r.DuplicateEmails
+	sum.Emails, sum.DuplicateEmails, sum.Duplicates = r.Emails, r.DuplicateEmails, r.Duplicates
 	sum.ForReview = r.ForReview
 	for _, v := range r.Violations {
 		sum.Violations = append(sum.Violations, v.String())
@@ -217,6 +218,13 @@ func (sum *summary) print(w io.Writer) {
 	for _, s := range sum.ForReview {
 		fmt.Fprintf(w, "FOR REVIEW  %s\n", s)
 	}
+	for i, s := range sum.Duplicates {
+		if i == maxDuplicatesPrinted {
+			fmt.Fprintf(w, "DUPLICATE   ... and %d more\n", len(sum.Duplicates)-i)
+			break
+		}
+		fmt.Fprintf(w, "DUPLICATE   %s\n", s)
+	}
 	for _, s := range sum.FaultErrors {
 		fmt.Fprintf(w, "FAULT ERROR %s\n", s)
 	}
@@ -233,6 +241,10 @@ func (sum *summary) print(w io.Writer) {
 		fmt.Fprintf(w, "\nEvery invariant held.\n")
 	}
 }
+
+// maxDuplicatesPrinted bounds the receipts mailed twice that the summary lists one by one; the
+// JSON summary has them all.
+const maxDuplicatesPrinted = 20
 
 func (sum *summary) writeJSON(path string) error {
 	b, err := json.MarshalIndent(sum, "", "  ")

@@ -283,12 +283,15 @@ func TestKeepsDiscardedJobs(t *testing.T) {
 // SIGKILL would come 10 s after. A job that ends within the grace period is finished. One stuck
 // before its message is handed over is released for another worker. One whose message the server
 // has must not be released: another worker would mail it again.
+//
+// The mail server holds the message until the test releases it (smtptest.HoldNext), so that each
+// case orders its events (message at the server, SIGTERM, hard stop, the server's answer) by
+// waiting for them rather than by a clock a loaded machine can outrun.
 func TestSIGTERMWhileSending(t *testing.T) {
 	t.Parallel()
 	bin := proctest.Build(t, "worker")
 
-	// start starts a worker mailing through smtpURL, and sends it SIGTERM once the job is
-	// running.
+	// start starts a worker mailing through smtpURL, and returns once the job is running.
 	start := func(t *testing.T, w *world, smtpURL string) *proctest.Process {
 		worker := proctest.Start(t, bin, []string{"DATABASE_URL=" + w.url, "SMTP_URL=" + smtpURL})
 		deadline := time.Now().Add(10 * time.Second)
@@ -298,16 +301,21 @@ func TestSIGTERMWhileSending(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		if err := worker.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
 		return worker
 	}
-	// stalling starts a mail server that takes stall to accept the receipt.
-	stalling := func(t *testing.T, stall time.Duration) *smtptest.Server {
+	// holding starts a mail server that holds the receipt, and a worker mailing through it, and
+	// sends the worker SIGTERM once the server has the whole message.
+	holding := func(t *testing.T, w *world) (*smtptest.Server, *smtptest.Hold, *proctest.Process) {
 		server := smtptest.NewServer(t, smtptest.Options{})
-		server.StallNext(stall)
-		return server
+		hold := server.HoldNext()
+		worker := start(t, w, server.URL())
+		select {
+		case <-hold.Arrived():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the receipt did not reach the mail server within 10s:\n%s", worker.Output())
+		}
+		sigterm(t, worker)
+		return server, hold, worker
 	}
 	jobRow := func(t *testing.T, w *world) (state string, attempt, numErrors int) {
 		t.Helper()
@@ -317,14 +325,20 @@ func TestSIGTERMWhileSending(t *testing.T) {
 		}
 		return state, attempt, numErrors
 	}
+	const cancelling = "Worker: jobs still running, cancelling them"
 
+	// The server answers as soon as the worker has begun to stop: 7 s before the hard stop.
 	t.Run("FinishesAJobThatEndsInTime", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
-		server := stalling(t, time.Second)
-		worker := start(t, w, server.URL())
+		server, hold, worker := holding(t, w)
+		proctest.WaitOutput(t, worker, "Worker: stopping", 10*time.Second)
+		hold.Release()
 		if code := worker.Wait(t, 10*time.Second); code != 0 {
 			t.Fatalf("want exit 0, got %d:\n%s", code, worker.Output())
+		}
+		if strings.Contains(worker.Output(), cancelling) {
+			t.Fatalf("want the job finished within the soft stop, not cancelled:\n%s", worker.Output())
 		}
 		if state := w.jobState(t); state != "completed" || len(server.Messages()) != 1 {
 			t.Fatalf("want the job completed and the receipt mailed, got %s and %d messages", state, len(server.Messages()))
@@ -338,6 +352,7 @@ func TestSIGTERMWhileSending(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
 		worker := start(t, w, "smtp://"+silentServer(t))
+		sigterm(t, worker)
 		if code := worker.Wait(t, 11*time.Second); code != 0 {
 			t.Fatalf("want exit 0 within the grace period, got %d:\n%s", code, worker.Output())
 		}
@@ -347,22 +362,20 @@ func TestSIGTERMWhileSending(t *testing.T) {
 		if _, err := models.RideReceiptGet(t.Context(), w.pool, w.ride.ID); err == nil {
 			t.Fatal("want no receipt recorded for a send that was cut short")
 		}
-		if !strings.Contains(worker.Output(), "Worker: jobs still running, cancelling them") {
+		if !strings.Contains(worker.Output(), cancelling) {
 			t.Errorf("want the cancellation logged:\n%s", worker.Output())
 		}
 	})
 
-	// The server accepts 8 s after SIGTERM: after the hard stop, within the grace period.
+	// The server answers once the hard stop has cancelled the job, within the grace period.
 	t.Run("FinishesAJobWhoseMessageIsAtTheServer", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
-		server := stalling(t, 8*time.Second)
-		worker := start(t, w, server.URL())
-		if code := worker.Wait(t, 11*time.Second); code != 0 {
+		server, hold, worker := holding(t, w)
+		proctest.WaitOutput(t, worker, cancelling, 15*time.Second)
+		hold.Release()
+		if code := worker.Wait(t, 10*time.Second); code != 0 {
 			t.Fatalf("want exit 0 within the grace period, got %d:\n%s", code, worker.Output())
-		}
-		if !strings.Contains(worker.Output(), "Worker: jobs still running, cancelling them") {
-			t.Fatalf("want the job cancelled while the server had its message:\n%s", worker.Output())
 		}
 		if state, attempt, _ := jobRow(t, w); state != "completed" || attempt != 1 {
 			t.Fatalf("want the job completed, not released to mail the receipt again; got %s at attempt %d", state, attempt)
@@ -381,7 +394,7 @@ func TestSIGTERMWhileSending(t *testing.T) {
 	t.Run("LeavesAJobWhoseMessageIsAtTheServerRunning", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
-		worker := start(t, w, stalling(t, time.Minute).URL())
+		_, _, worker := holding(t, w) // never released
 		if code := worker.Wait(t, 15*time.Second); code == 0 {
 			t.Fatalf("want a non-zero exit for a stop that left a job running:\n%s", worker.Output())
 		}
@@ -392,6 +405,13 @@ func TestSIGTERMWhileSending(t *testing.T) {
 			t.Errorf("want the job left running reported:\n%s", worker.Output())
 		}
 	})
+}
+
+func sigterm(t *testing.T, p *proctest.Process) {
+	t.Helper()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // silentServer listens on a free port of loopback, accepts connections and never says a word,

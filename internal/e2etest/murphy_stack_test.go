@@ -247,23 +247,37 @@ func (s *murphyStack) post(baseURL, key string, params client.RideParams) rawAns
 }
 
 // answerRecorder is an http.RoundTripper that notes each answer the client got (its status, or
-// 0 for a network error), so that a scenario can say what the client went through on its way
-// to the result.
+// 0 for a network error) and when it came, so that a scenario can say what the client went
+// through on its way to the result.
 type answerRecorder struct {
 	mu       sync.Mutex
 	statuses []int
+	times    []time.Time
 }
 
 func (r *answerRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := http.DefaultTransport.RoundTrip(req)
+	at := time.Now()
 	status := 0
 	if err == nil {
 		status = resp.StatusCode
 	}
 	r.mu.Lock()
 	r.statuses = append(r.statuses, status)
+	r.times = append(r.times, at)
 	r.mu.Unlock()
 	return resp, err
+}
+
+// First returns the first answer's status and when it came; it fails the test if there was none.
+func (r *answerRecorder) First(t *testing.T) (status int, at time.Time) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.statuses) == 0 {
+		t.Fatal("the client got no answer at all")
+	}
+	return r.statuses[0], r.times[0]
 }
 
 // Statuses returns the statuses noted so far, 0 for a network error.
@@ -364,6 +378,7 @@ type keyRow struct {
 	RecoveryPoint     string
 	Locked            bool
 	LeaseLeft         time.Duration // how long until the key's lease runs out, by the database's clock
+	LockedUntil       time.Time     // when the key's lease runs out; zero if unlocked
 	LockExpired       bool          // locked, and longer ago than the lock timeout
 	ChargeAttempted   bool
 	ResponseCode      *int
@@ -381,15 +396,16 @@ func (s *murphyStack) key(key string) keyRow {
 	var (
 		k                keyRow
 		leaseLeftSeconds float64
+		lockedUntil      *time.Time
 	)
 	err := s.pool.QueryRow(context.Background(), `
 		SELECT k.id, k.recovery_point, k.locked_until IS NOT NULL,
-			coalesce(extract(epoch FROM k.locked_until - now())::float8, 0),
+			coalesce(extract(epoch FROM k.locked_until - now())::float8, 0), k.locked_until,
 			k.charge_attempted_at IS NOT NULL, k.response_code, k.response_body, k.stripe_idempotency_key,
 			k.last_error, r.id, r.stripe_charge_id, r.receipt_sent_at
 		FROM idempotency_keys k LEFT JOIN rides r ON r.idempotency_key_id = k.id
 		WHERE k.idempotency_key = $1`, key).
-		Scan(&k.ID, &k.RecoveryPoint, &k.Locked, &leaseLeftSeconds, &k.ChargeAttempted, &k.ResponseCode,
+		Scan(&k.ID, &k.RecoveryPoint, &k.Locked, &leaseLeftSeconds, &lockedUntil, &k.ChargeAttempted, &k.ResponseCode,
 			&k.ResponseBody, &k.StripeKey, &k.LastError, &k.RideID, &k.RideStripeCharge, &k.RideReceiptSentAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.t.Fatalf("no idempotency key %s in the database", key)
@@ -398,6 +414,9 @@ func (s *murphyStack) key(key string) keyRow {
 		s.t.Fatal(err)
 	}
 	k.LeaseLeft = time.Duration(leaseLeftSeconds * float64(time.Second))
+	if lockedUntil != nil {
+		k.LockedUntil = *lockedUntil
+	}
 	k.LockExpired = k.Locked && k.LeaseLeft <= 0
 	return k
 }

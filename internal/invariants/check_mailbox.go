@@ -1,6 +1,7 @@
 package invariants
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -31,8 +32,10 @@ func (c *checker) checkMailbox(mb *Mailbox) {
 		}
 		if len(emails) > 1 {
 			c.report.DuplicateEmails += len(emails) - 1
+			desc := fmt.Sprintf("receipt %s of ride %d was delivered %d times", *r.ReceiptMessageID, r.ID, len(emails))
+			c.report.Duplicates = append(c.report.Duplicates, desc)
 			if mb.StrictDuplicates {
-				c.violate(RuleReceiptEmailDuplicate, "receipt %s of ride %d was delivered %d times", *r.ReceiptMessageID, r.ID, len(emails))
+				c.violate(RuleReceiptEmailDuplicate, "%s", desc)
 			}
 		}
 		for _, e := range emails {

@@ -3,9 +3,12 @@ package invariants
 import (
 	"fmt"
 	"net/http"
-
-	"github.com/rocketrides/rocketrides/internal/problem"
 )
+
+// codePaymentNeedsReview is the problem code of the 500 that sets a request aside for a person.
+// Written out rather than taken from package problem: the codes are a promise to clients, and
+// an auditor that borrowed the constant would follow a renamed code without noticing.
+const codePaymentNeedsReview = "payment_needs_review"
 
 // checkOutcomes holds what clients were told to each other and to the database. Every call with
 // one key must hear the same story (one ride, or one final refusal), and that story must be the
@@ -71,7 +74,10 @@ func (c *checker) checkOutcomeGroup(uk userKey, outcomes []ClientOutcome) {
 			c.violate(RuleOutcomeContradicted, "%s: a client was told %s, but the database has no such key", who, a)
 		case a.kind == OutcomeCreated:
 			c.checkCreatedAnswer(key, a)
-		case key.ResponseCode == nil || *key.ResponseCode != a.statusCode:
+		case key.ResponseCode == nil || *key.ResponseCode != a.statusCode || optString(key.ResponseProblemCode) != a.code:
+			// By code as well as status: a 402 card_declined and a 402 payment_rejected tell a
+			// rider different things, and a client that heard one while the key stores the other
+			// was told something the database does not say.
 			c.violate(RuleOutcomeContradicted, "a client was told %s, but %s%s", a, describeKey(key), c.describeKeyRide(key))
 		}
 	}
@@ -106,7 +112,7 @@ func (c *checker) describeKeyRide(key *keyRow) string {
 // every later call: a 402, or a 500 payment_needs_review.
 func isFinalRefusal(status int, code string) bool {
 	return status == http.StatusPaymentRequired ||
-		(status == http.StatusInternalServerError && code == string(problem.CodePaymentNeedsReview))
+		(status == http.StatusInternalServerError && code == codePaymentNeedsReview)
 }
 
 func containsAnswer(answers []answer, a answer) bool {

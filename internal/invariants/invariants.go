@@ -50,14 +50,17 @@ const (
 	// RuleChargedNotCreated: a ride was charged but its key finished with another answer than
 	// 201, so the client can never learn of the charge.
 	RuleChargedNotCreated Rule = "charged_not_created"
-	// RuleKeyLocked: a key is still locked, and nobody recorded it for review.
+	// RuleKeyLocked: a key is still locked.
 	RuleKeyLocked Rule = "key_locked"
-	// RuleKeyUnfinished: a key never finished, and nobody recorded it for review.
+	// RuleKeyUnfinished: a key never finished.
 	RuleKeyUnfinished Rule = "key_unfinished"
 	// RuleStagedJobLeft: a staged job never reached the job queue.
 	RuleStagedJobLeft Rule = "staged_job_left"
 	// RuleReceiptJobPending: a receipt job is neither completed, cancelled nor discarded.
 	RuleReceiptJobPending Rule = "receipt_job_pending"
+	// RuleReceiptJobDuplicate: a ride has more than one live receipt job (neither cancelled nor
+	// discarded), so its receipt was mailed, or is bound to be, more than once.
+	RuleReceiptJobDuplicate Rule = "receipt_job_duplicate"
 	// RuleOutcomeConflict: calls with one key were told different things: two rides, or a ride
 	// and a final refusal. That is the silent duplicate idempotency keys exist to prevent.
 	RuleOutcomeConflict Rule = "outcome_conflict"
@@ -86,6 +89,10 @@ type Report struct {
 	FailedCharges    int // declined cards; they take no money
 	Emails           int // messages the mail server accepted, when a Mailbox was given
 	DuplicateEmails  int // second and later deliveries of one receipt
+
+	// Duplicates describes each receipt delivered more than once, whether or not that breaks
+	// an invariant (see Mailbox.StrictDuplicates), for a soak to hold to its own allowance.
+	Duplicates []string
 
 	// ForReview describes each request recorded in abandoned_requests: the system could not
 	// finish it alone and a person has to. They break no invariant, but a soak should have none.
@@ -139,16 +146,22 @@ type checker struct {
 	observed Observed
 	report   *Report
 
-	keysByID         map[int64]*keyRow
-	keysByUserKey    map[userKey]*keyRow
-	ridesByID        map[int64]*rideRow
-	ridesByKeyID     map[int64][]*rideRow
-	ridesByChargeID  map[string][]*rideRow
-	succeeded        map[string]Charge   // succeeded charges by id
-	succeededByKey   map[string][]Charge // succeeded charges by Stripe idempotency key
-	forReviewKeyIDs  map[int64]bool
-	forReviewRideIDs map[int64]bool
-	receiptJobs      map[int64][]riverJobRow // by ride id
+	keysByID        map[int64]*keyRow
+	keysByUserKey   map[userKey]*keyRow
+	ridesByID       map[int64]*rideRow
+	ridesByKeyID    map[int64][]*rideRow
+	ridesByChargeID map[string][]*rideRow
+	succeeded       map[string]Charge       // succeeded charges by id
+	succeededByKey  map[string][]Charge     // succeeded charges by Stripe idempotency key
+	receiptJobs     map[int64][]riverJobRow // by ride id
+
+	// reviewStripeKeys are the Stripe idempotency keys of requests that the API set aside for
+	// review: recorded in abandoned_requests, and finished with a 500 payment_needs_review that
+	// told the client so. A charge under such a key is no orphan: whether Stripe charged is the
+	// very question the API could not settle and handed to a person, and ForReview lists the
+	// charge for them. Keys of other requests recorded for review (the reaper's, which deletes
+	// the key; a record pointing at a key that finished otherwise) earn no such exception.
+	reviewStripeKeys map[string]bool
 }
 
 func newChecker(snap *snapshot, observed Observed) *checker {
@@ -163,9 +176,8 @@ func newChecker(snap *snapshot, observed Observed) *checker {
 		ridesByChargeID:  map[string][]*rideRow{},
 		succeeded:        map[string]Charge{},
 		succeededByKey:   map[string][]Charge{},
-		forReviewKeyIDs:  map[int64]bool{},
-		forReviewRideIDs: map[int64]bool{},
 		receiptJobs:      map[int64][]riverJobRow{},
+		reviewStripeKeys: map[string]bool{},
 	}
 	for i := range snap.keys {
 		k := &snap.keys[i]
@@ -205,15 +217,17 @@ func newChecker(snap *snapshot, observed Observed) *checker {
 		}
 	}
 	for _, a := range snap.abandoned {
+		desc := fmt.Sprintf("abandoned request %d: key %q of user %d, ride %s, reason %s",
+			a.ID, a.IdempotencyKey, a.UserID, optInt(a.RideID), a.Reason)
 		if a.IdempotencyKeyID != nil {
-			c.forReviewKeyIDs[*a.IdempotencyKeyID] = true
+			if k := c.keysByID[*a.IdempotencyKeyID]; k != nil && toldNeedsReview(k) {
+				c.reviewStripeKeys[k.StripeIdempotencyKey] = true
+				if charges := c.succeededByKey[k.StripeIdempotencyKey]; len(charges) > 0 {
+					desc += ", Stripe holds " + describeCharges(charges)
+				}
+			}
 		}
-		if a.RideID != nil {
-			c.forReviewRideIDs[*a.RideID] = true
-		}
-		c.report.ForReview = append(c.report.ForReview, fmt.Sprintf(
-			"abandoned request %d: key %q of user %d, ride %s, reason %s",
-			a.ID, a.IdempotencyKey, a.UserID, optInt(a.RideID), a.Reason))
+		c.report.ForReview = append(c.report.ForReview, desc)
 	}
 	for _, j := range snap.receiptJobs {
 		if j.RideID != nil {
@@ -221,6 +235,13 @@ func newChecker(snap *snapshot, observed Observed) *checker {
 		}
 	}
 	return c
+}
+
+// toldNeedsReview reports whether key finished with the 500 payment_needs_review that sets a
+// request aside for a person.
+func toldNeedsReview(k *keyRow) bool {
+	return k.ResponseCode != nil && *k.ResponseCode == 500 &&
+		k.ResponseProblemCode != nil && *k.ResponseProblemCode == codePaymentNeedsReview
 }
 
 func (c *checker) violate(rule Rule, format string, args ...any) {

@@ -123,10 +123,11 @@ func (b *bundle) book(t *testing.T) *booking {
 	return bk
 }
 
-// charge is a succeeded $20.00 charge of the bundle's rider.
+// charge is a succeeded $20.00 charge of the bundle's rider: the price written out, as the
+// checker writes it, so that neither follows phases.RideAmountCents.
 func (b *bundle) charge(id, stripeKey string, rideID int64) Charge {
 	return Charge{
-		ID: id, Amount: phases.RideAmountCents, Currency: phases.RideCurrency, Customer: b.customer,
+		ID: id, Amount: 2000, Currency: "usd", Customer: b.customer,
 		Status: ChargeStatusSucceeded, IdempotencyKey: stripeKey, Metadata: map[string]string{"ride_id": fmt.Sprint(rideID)},
 	}
 }
@@ -145,6 +146,38 @@ func (b *bundle) decline(t *testing.T) (keyID int64, key string) {
 		UserID: b.userID, IdempotencyKey: key, Kind: OutcomeRefused, StatusCode: 402, Code: "card_declined",
 	})
 	return keyID, key
+}
+
+// needsReview adds a request the API set aside for review: a ride without charge, its key
+// finished with a 500 payment_needs_review, recorded in abandoned_requests, and the client told.
+func (b *bundle) needsReview(t *testing.T) (keyID int64, key, stripeKey string, rideID int64) {
+	t.Helper()
+	keyID, key, stripeKey = b.insertKey(t, "started", false)
+	rideID = b.insertRide(t, keyID, "", "")
+	b.finishKey(t, keyID, 500, `{"status": 500, "code": "payment_needs_review"}`)
+	b.recordForReview(t, keyID, key, rideID)
+	b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
+		UserID: b.userID, IdempotencyKey: key, Kind: OutcomeRefused, StatusCode: 500, Code: "payment_needs_review",
+	})
+	return keyID, key, stripeKey, rideID
+}
+
+// recordForReview records a key in abandoned_requests, with its ride unless rideID is 0.
+func (b *bundle) recordForReview(t *testing.T, keyID int64, key string, rideID int64) {
+	t.Helper()
+	b.exec(t, `INSERT INTO abandoned_requests (reason, idempotency_key_id, idempotency_key, user_id, request_params,
+		recovery_point, key_created_at, key_last_run_at, ride_id)
+		VALUES ('stripe_replayed_error', $1, $2, $3, '{}', 'ride_created', now(), now(), NULLIF($4::bigint, 0))`, keyID, key, b.userID, rideID)
+}
+
+// insertReceiptJob inserts a River receipt job for rideID in state.
+func (b *bundle) insertReceiptJob(t *testing.T, rideID int64, state string) {
+	t.Helper()
+	b.exec(t, `INSERT INTO river_job (args, kind, max_attempts, queue, state, finalized_at, attempted_at, attempt)
+		VALUES (jsonb_build_object('ride_id', $1::bigint::text), $2, 10, 'default', $3::river_job_state,
+		        CASE WHEN $3 IN ('completed', 'cancelled', 'discarded') THEN now() END,
+		        CASE WHEN $3 <> 'available' THEN now() END, CASE WHEN $3 = 'available' THEN 0 ELSE 1 END)`,
+		rideID, phases.ReceiptJobName, state)
 }
 
 // check runs Check and requires exactly the rules want to have fired.
@@ -256,20 +289,38 @@ func TestCheck(t *testing.T) {
 	t.Run("ChargeUnderReviewIsNoOrphan", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		keyID, key, stripeKey := b.insertKey(t, "started", false)
-		rideID := b.insertRide(t, keyID, "", "")
-		b.finishKey(t, keyID, 500, `{"status": 500, "code": "payment_needs_review"}`)
-		b.exec(t, `INSERT INTO abandoned_requests (reason, idempotency_key_id, idempotency_key, user_id, request_params,
-			recovery_point, key_created_at, key_last_run_at, ride_id)
-			VALUES ('stripe_error_saved', $1, $2, $3, '{}', 'ride_created', now(), now(), $4)`, keyID, key, b.userID, rideID)
+		_, _, stripeKey, rideID := b.needsReview(t)
 		b.observed.Charges = append(b.observed.Charges, b.charge("ch_unsure", stripeKey, rideID))
-		b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
-			UserID: b.userID, IdempotencyKey: key, Kind: OutcomeRefused, StatusCode: 500, Code: "payment_needs_review",
-		})
 		report := b.check(t)
-		if len(report.ForReview) != 1 {
-			t.Errorf("want the request listed for review, got %q", report.ForReview)
+		if len(report.ForReview) != 1 || !strings.Contains(report.ForReview[0], "ch_unsure") {
+			t.Errorf("want the request listed for review with the charge Stripe holds, got %q", report.ForReview)
 		}
+	})
+
+	// Only a request the API set aside, and told its client so, may leave Stripe's charge
+	// unrecorded: a review record for a key that finished otherwise excuses nothing.
+	t.Run("ChargeOfAKeyThatWasNotToldReviewIsAnOrphan", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		keyID, key := b.decline(t)
+		var stripeKey string
+		var rideID int64
+		b.scan(t, `SELECT k.stripe_idempotency_key, r.id FROM idempotency_keys k JOIN rides r ON r.idempotency_key_id = k.id
+			WHERE k.id = $1`, []any{keyID}, &stripeKey, &rideID)
+		b.recordForReview(t, keyID, key, rideID)
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_behind_a_decline", stripeKey, rideID))
+		b.check(t, RuleChargeOrphan)
+	})
+
+	// A request set aside for review is one whose charge the API could not confirm: a ride of
+	// it that records a charge was answered "needs review" although the charge was known.
+	t.Run("ChargedButSetAsideForReview", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, _, stripeKey, rideID := b.needsReview(t)
+		b.exec(t, `UPDATE rides SET stripe_charge_id = 'ch_known' WHERE id = $1`, rideID)
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_known", stripeKey, rideID))
+		b.check(t, RuleChargedNotCreated)
 	})
 
 	t.Run("ChargeOfWrongAmount", func(t *testing.T) {
@@ -277,6 +328,14 @@ func TestCheck(t *testing.T) {
 		b := setup(t)
 		b.book(t)
 		b.observed.Charges[0].Amount = 4000
+		b.check(t, RuleChargeMismatch)
+	})
+
+	t.Run("ChargeOfWrongCurrency", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.book(t)
+		b.observed.Charges[0].Currency = "eur"
 		b.check(t, RuleChargeMismatch)
 	})
 
@@ -329,8 +388,8 @@ func TestCheck(t *testing.T) {
 		b := setup(t)
 		b.book(t)
 		b.observed.Mailbox.Emails = append(b.observed.Mailbox.Emails, b.observed.Mailbox.Emails[0])
-		if report := b.check(t); report.DuplicateEmails != 1 {
-			t.Errorf("want the copy counted, got %d", report.DuplicateEmails)
+		if report := b.check(t); report.DuplicateEmails != 1 || len(report.Duplicates) != 1 {
+			t.Errorf("want the copy counted and described, got %d and %q", report.DuplicateEmails, report.Duplicates)
 		}
 		b.observed.Mailbox.StrictDuplicates = true
 		b.check(t, RuleReceiptEmailDuplicate)
@@ -373,14 +432,18 @@ func TestCheck(t *testing.T) {
 		b.check(t, RuleKeyUnfinished)
 	})
 
+	// Recording a request for review finishes its key, or deletes it: a key recorded for review
+	// that is still locked, or unfinished, is left half done like any other.
 	t.Run("UnfinishedKeyRecordedForReview", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		keyID, key, _ := b.insertKey(t, "charge_created", true)
-		b.exec(t, `INSERT INTO abandoned_requests (reason, idempotency_key_id, idempotency_key, user_id, request_params,
-			recovery_point, key_created_at, key_last_run_at) VALUES ('expired', $1, $2, $3, '{}', 'charge_created', now(), now())`,
-			keyID, key, b.userID)
-		b.check(t)
+		lockedID, lockedKey, _ := b.insertKey(t, "charge_created", true)
+		b.recordForReview(t, lockedID, lockedKey, 0)
+		b.check(t, RuleKeyLocked)
+
+		unfinishedID, unfinishedKey, _ := b.insertKey(t, "ride_created", false)
+		b.recordForReview(t, unfinishedID, unfinishedKey, 0)
+		b.check(t, RuleKeyLocked, RuleKeyUnfinished)
 	})
 
 	t.Run("StagedJobLeft", func(t *testing.T) {
@@ -393,15 +456,38 @@ func TestCheck(t *testing.T) {
 	t.Run("ReceiptJobPending", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		bk := b.book(t)
-		for _, state := range []string{"retryable", "running", "completed"} {
-			b.exec(t, `INSERT INTO river_job (args, kind, max_attempts, queue, state, finalized_at, attempted_at, attempt)
-				VALUES (jsonb_build_object('ride_id', $1::bigint::text), $2, 10, 'default', $3::river_job_state,
-				        CASE WHEN $3 = 'completed' THEN now() END, now(), 1)`, bk.rideID, phases.ReceiptJobName, state)
+		for _, state := range []string{"retryable", "running"} {
+			b.insertReceiptJob(t, b.book(t).rideID, state)
 		}
 		if report := b.check(t, RuleReceiptJobPending); len(report.Violations) != 2 {
 			t.Errorf("want the retryable and the running job, got %v", report.Violations)
 		}
+	})
+
+	t.Run("ReceiptJobDuplicate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A ride whose receipt gave up, and was retried by an operator: one live job.
+		retried := b.book(t)
+		b.insertReceiptJob(t, retried.rideID, "discarded")
+		b.insertReceiptJob(t, retried.rideID, "cancelled")
+		b.insertReceiptJob(t, retried.rideID, "completed")
+		b.check(t)
+
+		// A ride whose receipt two jobs sent.
+		twice := b.book(t)
+		b.insertReceiptJob(t, twice.rideID, "completed")
+		b.insertReceiptJob(t, twice.rideID, "completed")
+		report := b.check(t, RuleReceiptJobDuplicate)
+		if len(report.Violations) != 1 || !strings.Contains(report.Violations[0].Detail, fmt.Sprintf("ride %d ", twice.rideID)) {
+			t.Errorf("want one violation naming ride %d, got %v", twice.rideID, report.Violations)
+		}
+
+		// One still to run next to one that ran: the receipt is bound to go out twice.
+		again := b.book(t)
+		b.insertReceiptJob(t, again.rideID, "completed")
+		b.insertReceiptJob(t, again.rideID, "available")
+		b.check(t, RuleReceiptJobDuplicate, RuleReceiptJobPending)
 	})
 
 	t.Run("TwoRidesToldForOneKey", func(t *testing.T) {
@@ -448,6 +534,24 @@ func TestCheck(t *testing.T) {
 		if len(report.Violations) != 2 {
 			t.Errorf("want both outcomes reported, got %v", report.Violations)
 		}
+	})
+
+	// Refusals are told apart by their code: a 402 payment_rejected is not the 402 card_declined
+	// the key stores.
+	t.Run("RefusalWithAnotherCode", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, key := b.decline(t)
+		b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
+			UserID: b.userID, IdempotencyKey: key, Kind: OutcomeRefused, StatusCode: 402, Code: "payment_rejected",
+		})
+		b.check(t, RuleOutcomeConflict, RuleOutcomeContradicted)
+
+		b.observed.Outcomes = b.observed.Outcomes[:len(b.observed.Outcomes)-2] // the true answer too
+		b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
+			UserID: b.userID, IdempotencyKey: key, Kind: OutcomeRefused, StatusCode: 402, Code: "payment_rejected",
+		})
+		b.check(t, RuleOutcomeContradicted)
 	})
 
 	t.Run("RefusalOfABookedRide", func(t *testing.T) {

@@ -71,9 +71,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	messages []Message
-	failures []string        // replies for the next transactions' end of data
-	stalls   []time.Duration // waits before the next transactions' end-of-data replies
-	done     chan struct{}   // closed by Close
+	failures []string      // replies for the next transactions' end of data
+	stalls   []stall       // waits before the next transactions' end-of-data replies
+	done     chan struct{} // closed by Close
 	conns    map[net.Conn]struct{}
 	closed   bool
 	wg       sync.WaitGroup
@@ -177,7 +177,56 @@ func (s *Server) FailNext(n int, reply string) {
 func (s *Server) StallNext(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stalls = append(s.stalls, d)
+	s.stalls = append(s.stalls, stall{d: d})
+}
+
+// HoldNext makes the next transaction wait, once the server has its whole message, until the
+// test releases it, and tells the test when the message has arrived. StallNext lets a clock
+// decide when the server answers; a test that must act while the server holds a message (stop
+// the client, say) and answer only afterwards waits on these events instead, so that a slow
+// machine cannot reorder them. Close releases a hold.
+func (s *Server) HoldNext() *Hold {
+	h := &Hold{arrived: make(chan struct{}), release: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stalls = append(s.stalls, stall{hold: h})
+	return h
+}
+
+// Hold is a transaction that the server holds before it answers the end of its data.
+type Hold struct {
+	arrived     chan struct{}
+	release     chan struct{}
+	releaseOnce sync.Once
+}
+
+// Arrived is closed once the server has the whole message and holds its answer.
+func (h *Hold) Arrived() <-chan struct{} { return h.arrived }
+
+// Release lets the server answer. It may be called more than once, and before the message
+// arrived, in which case the server answers at once.
+func (h *Hold) Release() { h.releaseOnce.Do(func() { close(h.release) }) }
+
+// stall is one wait before an end-of-data reply: for d, or for a test's hold.
+type stall struct {
+	d    time.Duration
+	hold *Hold
+}
+
+// wait waits out the stall, or until the server closes.
+func (st stall) wait(done <-chan struct{}) {
+	if st.hold != nil {
+		close(st.hold.arrived)
+		select {
+		case <-st.hold.release:
+		case <-done:
+		}
+		return
+	}
+	select {
+	case <-time.After(st.d):
+	case <-done:
+	}
 }
 
 // Close stops the server, closes every open connection and waits for their goroutines.
@@ -231,13 +280,10 @@ func (s *Server) accept() {
 func (s *Server) endOfData(m Message) string {
 	s.mu.Lock()
 	if len(s.stalls) > 0 {
-		d := s.stalls[0]
+		st := s.stalls[0]
 		s.stalls = s.stalls[1:]
 		s.mu.Unlock()
-		select {
-		case <-time.After(d):
-		case <-s.done:
-		}
+		st.wait(s.done)
 		s.mu.Lock()
 	}
 	defer s.mu.Unlock()

@@ -140,8 +140,11 @@ func contains(lines, want string) bool {
 
 func TestServerStallNext(t *testing.T) {
 	t.Parallel()
+	// Long next to a transaction on loopback (milliseconds), so that the unstalled one cannot
+	// take as long even on a loaded machine; the stalled one cannot take less by construction.
+	const stall = 2 * time.Second
 	server := smtptest.NewServer(t, smtptest.Options{})
-	server.StallNext(200 * time.Millisecond)
+	server.StallNext(stall)
 	c := conversation(t, server)
 	say(t, c, "EHLO client.example", 250)
 	for _, wantStall := range []bool{true, false} {
@@ -150,8 +153,61 @@ func TestServerStallNext(t *testing.T) {
 		say(t, c, "DATA", 354)
 		start := time.Now()
 		say(t, c, "Subject: slow\r\n\r\nbody\r\n.", 250)
-		if stalled := time.Since(start) >= 200*time.Millisecond; stalled != wantStall {
+		if stalled := time.Since(start) >= stall; stalled != wantStall {
 			t.Fatalf("want stalled %t, took %s", wantStall, time.Since(start))
 		}
+	}
+}
+
+func TestServerHoldNext(t *testing.T) {
+	t.Parallel()
+	server := smtptest.NewServer(t, smtptest.Options{})
+	hold := server.HoldNext()
+	c := conversation(t, server)
+	say(t, c, "EHLO client.example", 250)
+	say(t, c, "MAIL FROM:<a@example.com>", 250)
+	say(t, c, "RCPT TO:<b@example.com>", 250)
+	say(t, c, "DATA", 354)
+	if err := c.PrintfLine("Subject: held\r\n\r\nbody\r\n."); err != nil {
+		t.Fatal(err)
+	}
+	waitArrived(t, hold)
+	if n := len(server.Messages()); n != 0 {
+		t.Fatalf("want the message held, not accepted yet, got %d messages", n)
+	}
+	hold.Release()
+	expect(t, c, 250)
+	if n := len(server.Messages()); n != 1 {
+		t.Fatalf("want the message accepted once released, got %d messages", n)
+	}
+
+	// The next transaction is not held; Close releases a hold nobody released.
+	say(t, c, "MAIL FROM:<a@example.com>", 250)
+	say(t, c, "RCPT TO:<b@example.com>", 250)
+	say(t, c, "DATA", 354)
+	say(t, c, "Subject: not held\r\n\r\nbody\r\n.", 250)
+	forgotten := server.HoldNext()
+	say(t, c, "MAIL FROM:<a@example.com>", 250)
+	say(t, c, "RCPT TO:<b@example.com>", 250)
+	say(t, c, "DATA", 354)
+	if err := c.PrintfLine("Subject: forgotten\r\n\r\nbody\r\n."); err != nil {
+		t.Fatal(err)
+	}
+	waitArrived(t, forgotten)
+	closed := make(chan error, 1)
+	go func() { closed <- server.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not release the hold within 10s")
+	}
+}
+
+func waitArrived(t *testing.T, hold *smtptest.Hold) {
+	t.Helper()
+	select {
+	case <-hold.Arrived():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held message did not arrive within 10s")
 	}
 }
