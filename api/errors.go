@@ -129,18 +129,19 @@ func retryAfterSeconds(wait time.Duration) string {
 // document has no request id (phases.Response drops any, since one document answers many
 // requests); it gets the id of the request being answered, so that the id a client quotes is
 // the one our log of its request carries, not that of some earlier attempt. Everything else is
-// served as stored.
-func writeStoredProblem(w http.ResponseWriter, status int, stored []byte) {
+// served as stored. It returns the problem's code, for the metrics; empty if stored is not one.
+func writeStoredProblem(w http.ResponseWriter, status int, stored []byte) problem.Code {
 	var p problem.Problem
 	if err := json.Unmarshal(stored, &p); err != nil {
 		// Not a document this API stores; a replay must answer all the same, so it goes out as
 		// it was stored.
 		writeBody(w, status, problem.ContentType, stored)
-		return
+		return ""
 	}
 	p.RequestID = responseRequestID(w)
 	body, _ := json.Marshal(&p) // a Problem always encodes
 	writeBody(w, status, problem.ContentType, body)
+	return p.Code
 }
 
 // responseRequestID is the request id that assignRequestID set on the response. Problem

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -65,14 +64,4 @@ func rideOutcome(status int, code problem.Code, replayed bool) string {
 	default:
 		return metrics.RideError
 	}
-}
-
-// storedProblemCode is the code of a problem document that finished a request, as stored on its
-// key; empty if body is not one.
-func storedProblemCode(body []byte) problem.Code {
-	var p struct {
-		Code problem.Code `json:"code"`
-	}
-	_ = json.Unmarshal(body, &p) // not a problem: no code, and the outcome says "error"
-	return p.Code
 }

@@ -3,9 +3,6 @@ package api_test
 import (
 	"bytes"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -83,7 +80,7 @@ func TestOpenAPIDocument(t *testing.T) {
 
 	t.Run("DescribesEveryProblemCode", func(t *testing.T) {
 		t.Parallel()
-		codes := problemCodes(t)
+		codes := declaredProblemCodes(t)
 		c := contract(t)
 		enum := c.doc.Components.Schemas["ProblemCode"].Value.Enum
 		var described []string
@@ -112,41 +109,6 @@ func TestOpenAPIDocument(t *testing.T) {
 			}
 		}
 	})
-}
-
-// problemCodes reads the codes that internal/problem declares, from its source, so that a code
-// added there without the contract fails DescribesEveryProblemCode.
-func problemCodes(t *testing.T) []string {
-	t.Helper()
-	file, err := parser.ParseFile(token.NewFileSet(), "../internal/problem/problem.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var codes []string
-	for _, decl := range file.Decls {
-		gen, ok := decl.(*ast.GenDecl)
-		if !ok || gen.Tok != token.CONST {
-			continue
-		}
-		for _, spec := range gen.Specs {
-			vs := spec.(*ast.ValueSpec)
-			if typ, ok := vs.Type.(*ast.Ident); !ok || typ.Name != "Code" {
-				continue
-			}
-			for _, v := range vs.Values {
-				code, err := strconv.Unquote(v.(*ast.BasicLit).Value)
-				if err != nil {
-					t.Fatal(err)
-				}
-				codes = append(codes, code)
-			}
-		}
-	}
-	if len(codes) == 0 {
-		t.Fatal("found no problem codes in internal/problem/problem.go")
-	}
-	slices.Sort(codes)
-	return codes
 }
 
 // contractAnswer is one answer the contract allows: an operation, a status and, for a problem,

@@ -26,19 +26,16 @@ func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	var code problem.Code
-	if outcome.StatusCode >= 400 {
-		code = storedProblemCode(outcome.Body)
-	}
-	s.metrics.RideRequests.WithLabelValues(rideOutcome(outcome.StatusCode, code, outcome.Replayed)).Inc()
 	if outcome.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
+	var code problem.Code
 	if outcome.StatusCode >= 400 {
-		writeStoredProblem(w, outcome.StatusCode, outcome.Body)
-		return
+		code = writeStoredProblem(w, outcome.StatusCode, outcome.Body)
+	} else {
+		writeBody(w, outcome.StatusCode, "application/json", outcome.Body)
 	}
-	writeBody(w, outcome.StatusCode, "application/json", outcome.Body)
+	s.metrics.RideRequests.WithLabelValues(rideOutcome(outcome.StatusCode, code, outcome.Replayed)).Inc()
 }
 
 // bookRide decodes and validates a ride request and runs it through the phases. It returns the

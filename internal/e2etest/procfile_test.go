@@ -278,7 +278,7 @@ func killGroupOnFailure(t *testing.T, p *proctest.Process) {
 // within 30 s, as Postgres's checkpoint at shutdown syncs to disk, which a loaded machine slows.
 func stopDatabase(t *testing.T, database *proctest.Process) {
 	t.Helper()
-	procs := descendants(database.Pid())
+	procs := descendants(t, database.Pid())
 	if !slices.ContainsFunc(slices.Collect(maps.Values(procs)), func(exe string) bool { return filepath.Base(exe) == "postgres" }) {
 		t.Fatalf("want Postgres among the -db-only job's processes, got %v", procs)
 	}
@@ -537,7 +537,7 @@ func waitProcesses(t *testing.T, manager *proctest.Process, binDir string, timeo
 	}
 	var procs map[int]string
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		procs = descendants(manager.Pid())
+		procs = descendants(t, manager.Pid())
 		got := map[string]bool{}
 		for _, exe := range procs {
 			got[exe] = true
@@ -559,10 +559,15 @@ func allIn(got, want map[string]bool) bool {
 	return true
 }
 
-// descendants returns the processes below pid, with the binary each runs, from /proc.
-func descendants(pid int) map[int]string {
+// descendants returns the processes below pid, with the binary each runs, from /proc. A /proc
+// that cannot be read fails the test: an empty answer would pass a check that nothing is left.
+func descendants(t *testing.T, pid int) map[int]string {
+	t.Helper()
 	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatalf("error reading /proc to find the test's own processes: %v", err)
+	}
 	for _, e := range entries {
 		child, err := strconv.Atoi(e.Name())
 		if err != nil {
