@@ -49,15 +49,15 @@ func TestDevDatabaseOnly(t *testing.T) {
 		}
 		conn.Close(ctx)
 
-		procs := descendants(t, p.Pid())
-		checkRunsAll(t, procs, "postgres")
+		procs := proctest.Descendants(t, p.Pid())
+		proctest.CheckRunsAll(t, procs, "postgres")
 		if err := p.SignalGroup(syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}
 		if code := p.Wait(t, 30*time.Second); code != 0 {
 			t.Fatalf("run %d: want exit 0 after Ctrl-C, got %d\n%s", run, code, p.Output())
 		}
-		checkNoneRunning(t, procs)
+		proctest.CheckNoneRunning(t, procs)
 	}
 }
 

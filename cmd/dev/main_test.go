@@ -102,8 +102,8 @@ func TestDev(t *testing.T) {
 
 		// What dev runs now, and must stop: only this test's own processes, never another
 		// dev stack on the machine.
-		procs := descendants(t, p.Pid())
-		checkRunsAll(t, procs, append([]string{"postgres", "fakestripe"}, services...)...)
+		procs := proctest.Descendants(t, p.Pid())
+		proctest.CheckRunsAll(t, procs, append([]string{"postgres", "fakestripe"}, services...)...)
 
 		// Ctrl-C in a terminal signals the whole foreground process group.
 		if err := p.SignalGroup(syscall.SIGINT); err != nil {
@@ -112,7 +112,7 @@ func TestDev(t *testing.T) {
 		if code := p.Wait(t, 30*time.Second); code != 0 {
 			t.Fatalf("run %d: want exit 0 after Ctrl-C, got %d\n%s", run, code, p.Output())
 		}
-		checkNoneRunning(t, procs)
+		proctest.CheckNoneRunning(t, procs)
 		// The services stopped before the database: none saw it go away.
 		if out := p.Output(); strings.Contains(out, "57P01") || strings.Contains(out, "terminating connection") {
 			t.Fatalf("run %d: the database stopped under a running service:\n%s", run, out)

@@ -559,39 +559,12 @@ func allIn(got, want map[string]bool) bool {
 	return true
 }
 
-// descendants returns the processes below pid, with the binary each runs, from /proc. A /proc
-// that cannot be read fails the test: an empty answer would pass a check that nothing is left.
+// descendants returns the processes below pid, with the binary each runs (proctest.Descendants).
 func descendants(t *testing.T, pid int) map[int]string {
 	t.Helper()
-	children := map[int][]int{}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatalf("error reading /proc to find the test's own processes: %v", err)
-	}
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		if parent, err := strconv.Atoi(fields[1]); err == nil {
-			children[parent] = append(children[parent], child)
-		}
-	}
 	procs := map[int]string{}
-	queue := children[pid]
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = append(queue[1:], children[p]...)
-		procs[p], _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", p))
+	for _, p := range proctest.Descendants(t, pid) {
+		procs[p.Pid] = p.Exe()
 	}
 	return procs
 }
