@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/rocketrides/rocketrides/api"
-	"github.com/rocketrides/rocketrides/internal/ridetest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/phases"
 )
 

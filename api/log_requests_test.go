@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/proctest"
 	"github.com/rocketrides/rocketrides/internal/requestid"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
 // testLogger logs JSON lines at level into a buffer that logLines decodes. The buffer is locked:

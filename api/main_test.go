@@ -12,11 +12,11 @@ import (
 
 	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
-	"github.com/rocketrides/rocketrides/internal/dbtest"
 	"github.com/rocketrides/rocketrides/internal/problem"
-	"github.com/rocketrides/rocketrides/internal/proctest"
-	"github.com/rocketrides/rocketrides/internal/ridetest"
 	"github.com/rocketrides/rocketrides/internal/stripeclient"
+	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/phases"
 )
 

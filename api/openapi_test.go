@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rocketrides/rocketrides/api"
-	"github.com/rocketrides/rocketrides/internal/fakestripe"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
 )
 
 // TestOpenAPIDocument checks the contract itself: that the server serves it as it was built, and

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/rocketrides/rocketrides/api"
-	"github.com/rocketrides/rocketrides/internal/fakestripe"
 	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
 )
 
 // pinnedCode is one stable problem code, spelled out as clients see it, with its status and a

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rocketrides/rocketrides/internal/fakestripe"
 	"github.com/rocketrides/rocketrides/internal/problem"
-	"github.com/rocketrides/rocketrides/internal/ridetest"
+	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 )
 
 func TestCreateRide(t *testing.T) {

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/fakestripe"
 	"github.com/rocketrides/rocketrides/internal/problem"
-	"github.com/rocketrides/rocketrides/internal/ridetest"
+	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 )

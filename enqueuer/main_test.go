@@ -14,8 +14,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/rocketrides/rocketrides/enqueuer"
-	"github.com/rocketrides/rocketrides/internal/dbtest"
-	"github.com/rocketrides/rocketrides/internal/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 )

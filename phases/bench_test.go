@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/rocketrides/rocketrides/internal/ridetest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 )
 
 // The benchmarks run the real thing: SERIALIZABLE transactions on a real Postgres, and a real

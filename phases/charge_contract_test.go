@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rocketrides/rocketrides/internal/stripeclient"
-	"github.com/rocketrides/rocketrides/internal/stripemock"
+	"github.com/rocketrides/rocketrides/internal/testing/stripemock"
 	"github.com/rocketrides/rocketrides/models"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/dbtest"
-	"github.com/rocketrides/rocketrides/internal/ridetest"
+	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/models"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/rocketrides/rocketrides/internal/mailer"
-	"github.com/rocketrides/rocketrides/internal/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
 func TestSendRideReceiptWorker(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/rocketrides/rocketrides/internal/dbtest"
-	"github.com/rocketrides/rocketrides/internal/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
 func TestListAbandoned(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rocketrides/rocketrides/internal/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
 // TestMetrics books a ride, replays it and reuses its key with other parameters, then scrapes

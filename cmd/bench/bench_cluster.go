@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/rocketrides/rocketrides/internal/pgcluster"
+	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
 )
 
 // connectionsHeadroom is what max_connections allows beyond the clients of a run: the bench's

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/supervisor"
+	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
 // apiStartTimeout bounds the wait for a started API to answer GET /readyz.

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rocketrides/rocketrides/client"
-	"github.com/rocketrides/rocketrides/internal/smtptest"
+	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 	"github.com/rocketrides/rocketrides/migrations"
 )
 

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/fakestripe"
+	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
 )
 
 // standIn is the Stripe stand-in, served from this process on a loopback port. It answers after

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rocketrides/rocketrides/internal/invariants"
+	"github.com/rocketrides/rocketrides/internal/testing/invariants"
 )
 
 // check gathers what Stripe, the mail server and the clients saw, and holds the database to

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/rocketrides/rocketrides/client"
-	"github.com/rocketrides/rocketrides/internal/invariants"
+	"github.com/rocketrides/rocketrides/internal/testing/invariants"
 )
 
 // The clients' retry policy. A call that cannot finish in clientMaxElapsed gives up and says

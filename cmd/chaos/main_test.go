@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
 // TestSoak runs the chaos binary for 40 s, as CI does, and requires that it found every

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/supervisor"
+	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
 // service keeps one process running the way a process manager does: whenever it exits, for

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/invariants"
+	"github.com/rocketrides/rocketrides/internal/testing/invariants"
 )
 
 // progressEvery is how often the soak prints a progress line.

@@ -17,9 +17,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/rocketrides/rocketrides/internal/pgcluster"
-	"github.com/rocketrides/rocketrides/internal/smtptest"
-	"github.com/rocketrides/rocketrides/internal/supervisor"
+	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
+	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
+	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 	"github.com/rocketrides/rocketrides/phases"
 )
 

@@ -9,10 +9,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/invariants"
+	"github.com/rocketrides/rocketrides/internal/testing/invariants"
 )
 
-// stripeControl drives the Stripe stand-in's control API (internal/fakestripe/control.go) from
+// stripeControl drives the Stripe stand-in's control API (internal/testing/fakestripe/control.go) from
 // this process: queue faults, set latency, list the charges.
 type stripeControl struct {
 	baseURL string

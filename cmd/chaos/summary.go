@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/rocketrides/rocketrides/internal/invariants"
+	"github.com/rocketrides/rocketrides/internal/testing/invariants"
 )
 
 // summary is what a soak did and found: printed as a table, and written as JSON for the test

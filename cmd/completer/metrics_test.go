@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/fakestripe"
-	"github.com/rocketrides/rocketrides/internal/proctest"
-	"github.com/rocketrides/rocketrides/internal/ridetest"
+	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 )
 
 // TestMetrics runs the completer with METRICS_ADDR on two abandoned requests, one of which

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/rocketrides/rocketrides/internal/pgcluster"
+	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
 )
 
 // databaseName is the database dev creates in its cluster.

@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
-	"github.com/rocketrides/rocketrides/internal/supervisor"
+	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
 // stripeAPIKey is what the processes charge with; the stand-in accepts any sk_test_ key.

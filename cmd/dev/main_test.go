@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
 // TestDev runs the README's run command as a user would: it waits for the banner, books a ride

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
 // TestMetrics runs the enqueuer with METRICS_ADDR on staged jobs of three kinds (two receipts it

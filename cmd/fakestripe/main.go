@@ -1,4 +1,4 @@
-// Command fakestripe runs the Stripe stand-in of internal/fakestripe as its own process, so that
+// Command fakestripe runs the Stripe stand-in of internal/testing/fakestripe as its own process, so that
 // Rocket Rides' processes and tests in other processes (a chaos test) can share one Stripe. Point
 // stripe-go at the URL it prints; drive its faults through the control API under /_fakestripe/.
 //
@@ -21,7 +21,7 @@ import (
 	"path/filepath"
 
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
-	"github.com/rocketrides/rocketrides/internal/fakestripe"
+	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
 )
 
 // defaultPort is stripe-mock's port, so that either can stand in for Stripe at the same URL.

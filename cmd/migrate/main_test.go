@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rocketrides/rocketrides/internal/dbtest"
-	"github.com/rocketrides/rocketrides/internal/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

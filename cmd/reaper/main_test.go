@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/dbtest"
-	"github.com/rocketrides/rocketrides/internal/fakestripe"
-	"github.com/rocketrides/rocketrides/internal/proctest"
-	"github.com/rocketrides/rocketrides/internal/ridetest"
+	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
+	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/phases"
 )
 

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/proctest"
-	"github.com/rocketrides/rocketrides/internal/ridetest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 )
 
 // TestMetrics runs the reaper with METRICS_ADDR on two old keys, one finished and one not, and

@@ -13,9 +13,9 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/rocketrides/rocketrides/internal/dbtest"
-	"github.com/rocketrides/rocketrides/internal/proctest"
-	"github.com/rocketrides/rocketrides/internal/smtptest"
+	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 	"github.com/rocketrides/rocketrides/workers"

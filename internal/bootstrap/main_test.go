@@ -3,7 +3,7 @@ package bootstrap
 import (
 	"testing"
 
-	"github.com/rocketrides/rocketrides/internal/dbtest"
+	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/rocketrides/rocketrides/internal/metrics"
-	"github.com/rocketrides/rocketrides/internal/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
 func TestServeMetrics(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rocketrides/rocketrides/internal/dbtest"
+	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 )
 
 // TestOpenPoolBoundsStatements checks the server-side bounds every process's connections get,

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rocketrides/rocketrides/internal/mailer"
-	"github.com/rocketrides/rocketrides/internal/smtptest"
+	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 )
 
 func testMessage() *mailer.Message {

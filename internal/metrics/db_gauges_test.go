@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rocketrides/rocketrides/internal/metrics"
-	"github.com/rocketrides/rocketrides/internal/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
 // The gauges read from the database at scrape time: each scrape reads afresh, within a bound,

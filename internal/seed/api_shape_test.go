@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/rocketrides/rocketrides/client"
-	"github.com/rocketrides/rocketrides/internal/ridetest"
 	"github.com/rocketrides/rocketrides/internal/seed"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 	"github.com/rocketrides/rocketrides/workers"

@@ -1,0 +1,588 @@
+package invariants
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
+	"github.com/rocketrides/rocketrides/phases"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// bundle is one test's world: a fresh database with a rider, and the observations a healthy
+// run would make of it. Tests add rows and observations, most of them broken on purpose.
+type bundle struct {
+	pool     *pgxpool.Pool
+	userID   int64
+	email    string
+	customer string
+	observed Observed
+}
+
+var seq atomic.Int64
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	b := &bundle{pool: dbtest.NewPool(t), observed: Observed{Mailbox: &Mailbox{}}}
+	n := seq.Add(1)
+	b.email = fmt.Sprintf("rider%d@example.com", n)
+	b.customer = fmt.Sprintf("cus_%d", n)
+	b.exec(t, `INSERT INTO users (email, stripe_customer_id, api_token_hash) VALUES ($1, $2, sha256($3::bytea))`,
+		b.email, b.customer, []byte(b.email))
+	b.scan(t, `SELECT id FROM users WHERE email = $1`, []any{b.email}, &b.userID)
+	return b
+}
+
+func (b *bundle) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := b.pool.Exec(t.Context(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (b *bundle) scan(t *testing.T, sql string, args []any, dest ...any) {
+	t.Helper()
+	if err := b.pool.QueryRow(t.Context(), sql, args...).Scan(dest...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// booking is a ride booked the healthy way: key finished with 201, ride charged and receipted,
+// the charge at Stripe, the client told, the email delivered.
+type booking struct {
+	keyID     int64
+	key       string
+	stripeKey string
+	rideID    int64
+	chargeID  string
+	messageID string
+}
+
+// insertKey inserts an idempotency key at recoveryPoint, unfinished and unlocked.
+func (b *bundle) insertKey(t *testing.T, recoveryPoint string, locked bool) (id int64, key, stripeKey string) {
+	t.Helper()
+	n := seq.Add(1)
+	key = fmt.Sprintf("client-key-%020d", n)
+	stripeKey = fmt.Sprintf("stripe-key-%020d", n)
+	b.scan(t, `
+		INSERT INTO idempotency_keys (idempotency_key, locked_at, locked_until, lock_generation,
+		                              request_method, request_params, request_path, origin_ip,
+		                              recovery_point, stripe_idempotency_key, user_id)
+		VALUES ($1, CASE WHEN $2 THEN now() END, CASE WHEN $2 THEN now() + interval '5 seconds' END, 1,
+		        'POST', '{}', '/rides', '127.0.0.1', $3, $4, $5)
+		RETURNING id`, []any{key, locked, recoveryPoint, stripeKey, b.userID}, &id)
+	return id, key, stripeKey
+}
+
+// insertRide inserts a ride of keyID, charged with chargeID unless it is empty, with a receipt
+// recorded when messageID is set.
+func (b *bundle) insertRide(t *testing.T, keyID int64, chargeID, messageID string) int64 {
+	t.Helper()
+	var id int64
+	b.scan(t, `
+		INSERT INTO rides (idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
+		                   stripe_charge_id, receipt_sent_at, receipt_message_id, user_id)
+		VALUES ($1, 0, 0, 1, 1, NULLIF($2, ''), CASE WHEN $3 <> '' THEN now() END, NULLIF($3, ''), $4)
+		RETURNING id`, []any{keyID, chargeID, messageID, b.userID}, &id)
+	return id
+}
+
+// finishKey stores a response on a key, the way the last phase does.
+func (b *bundle) finishKey(t *testing.T, keyID int64, status int, body string) {
+	t.Helper()
+	b.exec(t, `UPDATE idempotency_keys SET recovery_point = 'finished', locked_at = NULL,
+		response_code = $2, response_body = $3::jsonb WHERE id = $1`, keyID, status, body)
+}
+
+func createdBody(rideID int64, chargeID string) string {
+	return fmt.Sprintf(`{"message": "Ride booked", "ride": {"id": %d, "stripe_charge_id": %q}}`, rideID, chargeID)
+}
+
+// book adds a healthy booking to the database and to every observation.
+func (b *bundle) book(t *testing.T) *booking {
+	t.Helper()
+	bk := &booking{}
+	bk.keyID, bk.key, bk.stripeKey = b.insertKey(t, "started", false)
+	n := seq.Add(1)
+	bk.chargeID = fmt.Sprintf("ch_%d", n)
+	bk.messageID = fmt.Sprintf("<ride-%d.receipt@rocketrides.example>", n)
+	bk.rideID = b.insertRide(t, bk.keyID, bk.chargeID, bk.messageID)
+	b.finishKey(t, bk.keyID, 201, createdBody(bk.rideID, bk.chargeID))
+
+	b.observed.Charges = append(b.observed.Charges, b.charge(bk.chargeID, bk.stripeKey, bk.rideID))
+	b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
+		UserID: b.userID, IdempotencyKey: bk.key, Kind: OutcomeCreated, RideID: bk.rideID, ChargeID: bk.chargeID,
+	})
+	b.observed.Mailbox.Emails = append(b.observed.Mailbox.Emails, Email{MessageID: bk.messageID, To: []string{b.email}})
+	return bk
+}
+
+// charge is a succeeded $20.00 charge of the bundle's rider: the price written out, as the
+// checker writes it, so that neither follows phases.RideAmountCents.
+func (b *bundle) charge(id, stripeKey string, rideID int64) Charge {
+	return Charge{
+		ID: id, Amount: 2000, Currency: "usd", Customer: b.customer,
+		Status: ChargeStatusSucceeded, IdempotencyKey: stripeKey, Metadata: map[string]string{"ride_id": fmt.Sprint(rideID)},
+	}
+}
+
+// decline adds a request whose card was declined: a ride without charge, a failed charge at
+// Stripe, and a stored 402.
+func (b *bundle) decline(t *testing.T) (keyID int64, key string) {
+	t.Helper()
+	keyID, key, stripeKey := b.insertKey(t, "started", false)
+	rideID := b.insertRide(t, keyID, "", "")
+	b.finishKey(t, keyID, 402, `{"status": 402, "code": "card_declined"}`)
+	failed := b.charge(fmt.Sprintf("ch_declined_%d", seq.Add(1)), stripeKey, rideID)
+	failed.Status = "failed"
+	b.observed.Charges = append(b.observed.Charges, failed)
+	b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
+		UserID: b.userID, IdempotencyKey: key, Kind: OutcomeRefused, StatusCode: 402, Code: "card_declined",
+	})
+	return keyID, key
+}
+
+// needsReview adds a request the API set aside for review: a ride without charge, its key
+// finished with a 500 payment_needs_review, recorded in abandoned_requests, and the client told.
+func (b *bundle) needsReview(t *testing.T) (keyID int64, key, stripeKey string, rideID int64) {
+	t.Helper()
+	keyID, key, stripeKey = b.insertKey(t, "started", false)
+	rideID = b.insertRide(t, keyID, "", "")
+	b.finishKey(t, keyID, 500, `{"status": 500, "code": "payment_needs_review"}`)
+	b.recordForReview(t, keyID, key, rideID)
+	b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
+		UserID: b.userID, IdempotencyKey: key, Kind: OutcomeRefused, StatusCode: 500, Code: "payment_needs_review",
+	})
+	return keyID, key, stripeKey, rideID
+}
+
+// recordForReview records a key in abandoned_requests, with its ride unless rideID is 0.
+func (b *bundle) recordForReview(t *testing.T, keyID int64, key string, rideID int64) {
+	t.Helper()
+	b.exec(t, `INSERT INTO abandoned_requests (reason, idempotency_key_id, idempotency_key, user_id, request_params,
+		recovery_point, key_created_at, key_last_run_at, ride_id)
+		VALUES ('stripe_replayed_error', $1, $2, $3, '{}', 'ride_created', now(), now(), NULLIF($4::bigint, 0))`, keyID, key, b.userID, rideID)
+}
+
+// insertReceiptJob inserts a River receipt job for rideID in state.
+func (b *bundle) insertReceiptJob(t *testing.T, rideID int64, state string) {
+	t.Helper()
+	b.exec(t, `INSERT INTO river_job (args, kind, max_attempts, queue, state, finalized_at, attempted_at, attempt)
+		VALUES (jsonb_build_object('ride_id', $1::bigint::text), $2, 10, 'default', $3::river_job_state,
+		        CASE WHEN $3 IN ('completed', 'cancelled', 'discarded') THEN now() END,
+		        CASE WHEN $3 <> 'available' THEN now() END, CASE WHEN $3 = 'available' THEN 0 ELSE 1 END)`,
+		rideID, phases.ReceiptJobName, state)
+}
+
+// check runs Check and requires exactly the rules want to have fired.
+func (b *bundle) check(t *testing.T, want ...Rule) *Report {
+	t.Helper()
+	report, err := Check(t.Context(), b.pool, b.observed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(want)
+	if got := report.Rules(); !slices.Equal(got, want) {
+		t.Errorf("want rules %v broken, got %v; violations:", want, got)
+		for _, v := range report.Violations {
+			t.Errorf("  %s", v)
+		}
+	}
+	return report
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+
+	t.Run("HealthyStatePasses", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.book(t)
+		bk := b.book(t)
+		b.decline(t)
+		// A double tap told the same ride twice, and a client that gave up: both honest.
+		b.observed.Outcomes = append(b.observed.Outcomes,
+			ClientOutcome{UserID: b.userID, IdempotencyKey: bk.key, Kind: OutcomeCreated, RideID: bk.rideID, ChargeID: bk.chargeID},
+			ClientOutcome{UserID: b.userID, IdempotencyKey: bk.key, Kind: OutcomeUnknown},
+			ClientOutcome{UserID: b.userID, IdempotencyKey: "never-reached-the-server-000", Kind: OutcomeUnknown},
+		)
+		report := b.check(t)
+		if report.Keys != 3 || report.KeysCreated != 2 || report.KeysRefused != 1 || report.Rides != 3 ||
+			report.ChargedRides != 2 || report.ReceiptsRecorded != 2 || report.SucceededCharges != 2 ||
+			report.FailedCharges != 1 || report.Emails != 2 || report.DuplicateEmails != 0 || !report.OK() {
+			t.Errorf("unexpected counts: %+v", report)
+		}
+	})
+
+	t.Run("CreatedWithoutRide", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		keyID, _, _ := b.insertKey(t, "started", false)
+		b.finishKey(t, keyID, 201, createdBody(999, "ch_nowhere"))
+		b.check(t, RuleCreatedWithoutRide)
+	})
+
+	t.Run("CreatedRideUncharged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		keyID, _, _ := b.insertKey(t, "started", false)
+		rideID := b.insertRide(t, keyID, "", "")
+		b.exec(t, `UPDATE idempotency_keys SET recovery_point = 'finished', locked_at = NULL, response_code = 201,
+			response_body = jsonb_build_object('ride', jsonb_build_object('id', $2::bigint, 'stripe_charge_id', null))
+			WHERE id = $1`, keyID, rideID)
+		// Uncharged, it has no Stripe charge and can have no receipt either.
+		b.check(t, RuleCreatedRideUncharged, RuleCreatedChargeCount, RuleReceiptMissing)
+	})
+
+	t.Run("CreatedResponseMismatch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.exec(t, `UPDATE idempotency_keys SET response_body = $2::jsonb WHERE id = $1`, bk.keyID, createdBody(bk.rideID+1, bk.chargeID))
+		b.check(t, RuleCreatedResponseMismatch)
+	})
+
+	t.Run("CreatedWithoutStripeCharge", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.book(t)
+		b.observed.Charges = nil
+		b.check(t, RuleCreatedChargeCount, RuleChargeMismatch)
+	})
+
+	t.Run("ChargedTwiceUnderOneStripeKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_second", bk.stripeKey, bk.rideID))
+		report := b.check(t, RuleCreatedChargeCount, RuleChargeDuplicate, RuleChargeOrphan)
+		if n := countRule(report, RuleChargeDuplicate); n != 1 {
+			t.Errorf("want the duplicate reported once although it shares Stripe key and ride, got %d", n)
+		}
+	})
+
+	t.Run("ChargedTwiceForOneRide", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_other_key", "stripe-key-from-elsewhere-0001", bk.rideID))
+		b.check(t, RuleChargeDuplicate, RuleChargeOrphan)
+	})
+
+	t.Run("OrphanCharge", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.book(t)
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_orphan", "", 12345))
+		report := b.check(t, RuleChargeOrphan)
+		if d := report.Violations[0].Detail; !strings.Contains(d, "ch_orphan") {
+			t.Errorf("want the charge named, got %q", d)
+		}
+	})
+
+	t.Run("ChargeUnderReviewIsNoOrphan", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, _, stripeKey, rideID := b.needsReview(t)
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_unsure", stripeKey, rideID))
+		report := b.check(t)
+		if len(report.ForReview) != 1 || !strings.Contains(report.ForReview[0], "ch_unsure") {
+			t.Errorf("want the request listed for review with the charge Stripe holds, got %q", report.ForReview)
+		}
+	})
+
+	// Only a request the API set aside, and told its client so, may leave Stripe's charge
+	// unrecorded: a review record for a key that finished otherwise excuses nothing.
+	t.Run("ChargeOfAKeyThatWasNotToldReviewIsAnOrphan", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		keyID, key := b.decline(t)
+		var stripeKey string
+		var rideID int64
+		b.scan(t, `SELECT k.stripe_idempotency_key, r.id FROM idempotency_keys k JOIN rides r ON r.idempotency_key_id = k.id
+			WHERE k.id = $1`, []any{keyID}, &stripeKey, &rideID)
+		b.recordForReview(t, keyID, key, rideID)
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_behind_a_decline", stripeKey, rideID))
+		b.check(t, RuleChargeOrphan)
+	})
+
+	// A request set aside for review is one whose charge the API could not confirm: a ride of
+	// it that records a charge was answered "needs review" although the charge was known.
+	t.Run("ChargedButSetAsideForReview", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, _, stripeKey, rideID := b.needsReview(t)
+		b.exec(t, `UPDATE rides SET stripe_charge_id = 'ch_known' WHERE id = $1`, rideID)
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_known", stripeKey, rideID))
+		b.check(t, RuleChargedNotCreated)
+	})
+
+	t.Run("ChargeOfWrongAmount", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.book(t)
+		b.observed.Charges[0].Amount = 4000
+		b.check(t, RuleChargeMismatch)
+	})
+
+	t.Run("ChargeOfWrongCurrency", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.book(t)
+		b.observed.Charges[0].Currency = "eur"
+		b.check(t, RuleChargeMismatch)
+	})
+
+	t.Run("KeyChargeIsNotTheRides", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.observed.Charges = []Charge{b.charge("ch_not_recorded", bk.stripeKey, bk.rideID)}
+		// The ride's charge is unknown to Stripe, and Stripe's is unknown to the rides.
+		b.check(t, RuleChargeMismatch, RuleChargeOrphan)
+	})
+
+	t.Run("ChargedButRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		keyID, _, stripeKey := b.insertKey(t, "started", false)
+		rideID := b.insertRide(t, keyID, "ch_taken", "")
+		b.finishKey(t, keyID, 402, `{"status": 402, "code": "card_declined"}`)
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_taken", stripeKey, rideID))
+		b.check(t, RuleChargedNotCreated)
+	})
+
+	t.Run("ReceiptNotRecorded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.exec(t, `UPDATE rides SET receipt_sent_at = NULL, receipt_message_id = NULL WHERE id = $1`, bk.rideID)
+		b.exec(t, `INSERT INTO river_job (args, kind, max_attempts, queue, state, finalized_at)
+			VALUES (jsonb_build_object('ride_id', $1::bigint::text), $2, 10, 'default', 'discarded', now())`, bk.rideID, phases.ReceiptJobName)
+		b.observed.Mailbox.Emails = nil
+		report := b.check(t, RuleReceiptMissing)
+		if d := report.Violations[0].Detail; !strings.Contains(d, "discarded") {
+			t.Errorf("want the discarded job named, got %q", d)
+		}
+	})
+
+	t.Run("ReceiptRecordedButNeverMailed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.book(t)
+		b.observed.Mailbox.Emails = nil
+		b.check(t, RuleReceiptMissing)
+
+		b.observed.Mailbox = nil // without a mailbox, only the database is checked
+		b.check(t)
+	})
+
+	t.Run("ReceiptMailedTwice", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.book(t)
+		b.observed.Mailbox.Emails = append(b.observed.Mailbox.Emails, b.observed.Mailbox.Emails[0])
+		if report := b.check(t); report.DuplicateEmails != 1 || len(report.Duplicates) != 1 {
+			t.Errorf("want the copy counted and described, got %d and %q", report.DuplicateEmails, report.Duplicates)
+		}
+		b.observed.Mailbox.StrictDuplicates = true
+		b.check(t, RuleReceiptEmailDuplicate)
+	})
+
+	t.Run("EmailNoReceiptAccountsFor", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.observed.Mailbox.Emails = append(b.observed.Mailbox.Emails, Email{MessageID: "<stray@example>", To: []string{b.email}})
+		b.check(t, RuleReceiptEmailUnmatched)
+
+		b.observed.Mailbox.Emails = []Email{{MessageID: bk.messageID, To: []string{"someone.else@example.com"}}}
+		b.check(t, RuleReceiptEmailUnmatched)
+	})
+
+	t.Run("KeyLeftLocked", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		keyID, _, _ := b.insertKey(t, "ride_created", true)
+		b.insertRide(t, keyID, "", "")
+		b.check(t, RuleKeyLocked)
+	})
+
+	t.Run("ChargedKeyLeftLockedIsReportedOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		keyID, _, stripeKey := b.insertKey(t, "charge_created", true)
+		rideID := b.insertRide(t, keyID, "ch_pending", "")
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_pending", stripeKey, rideID))
+		if report := b.check(t, RuleKeyLocked); len(report.Violations) != 1 {
+			t.Errorf("want one violation, got %v", report.Violations)
+		}
+	})
+
+	t.Run("KeyLeftUnfinished", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.insertKey(t, "started", false)
+		b.check(t, RuleKeyUnfinished)
+	})
+
+	// Recording a request for review finishes its key, or deletes it: a key recorded for review
+	// that is still locked, or unfinished, is left half done like any other.
+	t.Run("UnfinishedKeyRecordedForReview", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		lockedID, lockedKey, _ := b.insertKey(t, "charge_created", true)
+		b.recordForReview(t, lockedID, lockedKey, 0)
+		b.check(t, RuleKeyLocked)
+
+		unfinishedID, unfinishedKey, _ := b.insertKey(t, "ride_created", false)
+		b.recordForReview(t, unfinishedID, unfinishedKey, 0)
+		b.check(t, RuleKeyLocked, RuleKeyUnfinished)
+	})
+
+	t.Run("StagedJobLeft", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.exec(t, `INSERT INTO staged_jobs (job_name, job_args) VALUES ($1, '{"ride_id": 1}')`, phases.ReceiptJobName)
+		b.check(t, RuleStagedJobLeft)
+	})
+
+	t.Run("ReceiptJobPending", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, state := range []string{"retryable", "running"} {
+			b.insertReceiptJob(t, b.book(t).rideID, state)
+		}
+		if report := b.check(t, RuleReceiptJobPending); len(report.Violations) != 2 {
+			t.Errorf("want the retryable and the running job, got %v", report.Violations)
+		}
+	})
+
+	t.Run("ReceiptJobDuplicate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A ride whose receipt gave up, and was retried by an operator: one live job.
+		retried := b.book(t)
+		b.insertReceiptJob(t, retried.rideID, "discarded")
+		b.insertReceiptJob(t, retried.rideID, "cancelled")
+		b.insertReceiptJob(t, retried.rideID, "completed")
+		b.check(t)
+
+		// A ride whose receipt two jobs sent.
+		twice := b.book(t)
+		b.insertReceiptJob(t, twice.rideID, "completed")
+		b.insertReceiptJob(t, twice.rideID, "completed")
+		report := b.check(t, RuleReceiptJobDuplicate)
+		if len(report.Violations) != 1 || !strings.Contains(report.Violations[0].Detail, fmt.Sprintf("ride %d ", twice.rideID)) {
+			t.Errorf("want one violation naming ride %d, got %v", twice.rideID, report.Violations)
+		}
+
+		// One still to run next to one that ran: the receipt is bound to go out twice.
+		again := b.book(t)
+		b.insertReceiptJob(t, again.rideID, "completed")
+		b.insertReceiptJob(t, again.rideID, "available")
+		b.check(t, RuleReceiptJobDuplicate, RuleReceiptJobPending)
+	})
+
+	t.Run("TwoRidesToldForOneKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		other := b.book(t)
+		b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
+			UserID: b.userID, IdempotencyKey: bk.key, Kind: OutcomeCreated, RideID: other.rideID, ChargeID: other.chargeID,
+		})
+		b.check(t, RuleOutcomeConflict, RuleOutcomeContradicted)
+	})
+
+	t.Run("RideAndRefusalToldForOneKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
+			UserID: b.userID, IdempotencyKey: bk.key, Kind: OutcomeRefused, StatusCode: 402, Code: "card_declined",
+		})
+		b.check(t, RuleOutcomeConflict, RuleOutcomeContradicted)
+	})
+
+	t.Run("RefusalThatDoesNotCountForTheKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		// Reusing a key with other parameters is refused without touching the key's ride.
+		b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
+			UserID: b.userID, IdempotencyKey: bk.key, Kind: OutcomeRefused, StatusCode: 422, Code: "idempotency_key_reused",
+		})
+		b.check(t)
+	})
+
+	t.Run("SuccessTheDatabaseDoesNotKnow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.observed.Outcomes = []ClientOutcome{
+			{UserID: b.userID, IdempotencyKey: "no-such-key-in-the-database", Kind: OutcomeCreated, RideID: bk.rideID, ChargeID: bk.chargeID},
+			{UserID: b.userID, IdempotencyKey: bk.key, Kind: OutcomeCreated, RideID: bk.rideID, ChargeID: "ch_other"},
+		}
+		report := b.check(t, RuleOutcomeContradicted)
+		if len(report.Violations) != 2 {
+			t.Errorf("want both outcomes reported, got %v", report.Violations)
+		}
+	})
+
+	// Refusals are told apart by their code: a 402 payment_rejected is not the 402 card_declined
+	// the key stores.
+	t.Run("RefusalWithAnotherCode", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, key := b.decline(t)
+		b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
+			UserID: b.userID, IdempotencyKey: key, Kind: OutcomeRefused, StatusCode: 402, Code: "payment_rejected",
+		})
+		b.check(t, RuleOutcomeConflict, RuleOutcomeContradicted)
+
+		b.observed.Outcomes = b.observed.Outcomes[:len(b.observed.Outcomes)-2] // the true answer too
+		b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
+			UserID: b.userID, IdempotencyKey: key, Kind: OutcomeRefused, StatusCode: 402, Code: "payment_rejected",
+		})
+		b.check(t, RuleOutcomeContradicted)
+	})
+
+	t.Run("RefusalOfABookedRide", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.observed.Outcomes = []ClientOutcome{{UserID: b.userID, IdempotencyKey: bk.key, Kind: OutcomeRefused, StatusCode: 402, Code: "card_declined"}}
+		b.check(t, RuleOutcomeContradicted)
+	})
+
+	t.Run("EveryViolationIsReported", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for range 3 {
+			b.insertKey(t, "started", false)
+		}
+		b.book(t)
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_orphan_1", "", 100001), b.charge("ch_orphan_2", "", 100002))
+		report := b.check(t, RuleKeyUnfinished, RuleChargeOrphan)
+		if len(report.Violations) != 5 {
+			t.Errorf("want 5 violations, got %d: %v", len(report.Violations), report.Violations)
+		}
+	})
+}
+
+func countRule(r *Report, rule Rule) int {
+	n := 0
+	for _, v := range r.Violations {
+		if v.Rule == rule {
+			n++
+		}
+	}
+	return n
+}
