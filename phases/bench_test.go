@@ -68,8 +68,8 @@ func BenchmarkCreateRide(b *testing.B) {
 	requireBooked(b, bundle, int(n))
 }
 
-// BenchmarkCreateRideReplay asks again about a key that finished: tx1 alone, which finds the
-// stored response.
+// BenchmarkCreateRideReplay asks again about a key that finished: the first atomic phase alone,
+// which finds the stored response.
 func BenchmarkCreateRideReplay(b *testing.B) {
 	bundle, executor := benchSetup(b)
 	ctx := context.Background()
