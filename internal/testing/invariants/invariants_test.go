@@ -13,8 +13,6 @@ import (
 	"github.com/rocketrides/rocketrides/phases"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
-
 // bundle is one test's world: a fresh database with a rider, and the observations a healthy
 // run would make of it. Tests add rows and observations, most of them broken on purpose.
 type bundle struct {
