@@ -10,7 +10,7 @@ import (
 // TestReadmeQuickStart books a ride with the README's curl request, replays it, and stops the API.
 func TestReadmeQuickStart(t *testing.T) {
 	t.Parallel()
-	s := startStack(t)
+	s := setup(t)
 
 	status, replayed, first := s.postRide(t)
 	if status != http.StatusCreated || replayed != "" || !strings.Contains(first, `"stripe_charge_id":"ch_`) {

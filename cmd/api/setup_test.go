@@ -17,8 +17,8 @@ import (
 // TestReadmeQuickStart walks the README's "run the API against a database" steps with the real
 // binaries: migrate, start the Stripe stand-in, create a rider, start the API, book a ride with
 // the README's curl request, replay it, and stop the API with SIGTERM.
-// stack is the API with everything it needs, each a real process.
-type stack struct {
+// testBundle is the API with everything it needs, each a real process.
+type testBundle struct {
 	databaseURL string
 	stripeURL   string
 	base        string // the API's base URL
@@ -26,9 +26,9 @@ type stack struct {
 	api         *proctest.Process
 }
 
-// startStack walks the README's "Running the API" steps with the real binaries: migrate (twice,
+// setup walks the README's "Running the API" steps with the real binaries: migrate (twice,
 // to show it is safe), start the Stripe stand-in, create a rider, start the API.
-func startStack(t *testing.T, extraEnv ...string) *stack {
+func setup(t *testing.T, extraEnv ...string) *testBundle {
 	t.Helper()
 	databaseURL := "DATABASE_URL=" + dbtest.NewEmptyDB(t)
 	migrateBin, stripeBin, adminBin, apiBin := proctest.Build(t, "migrate"), proctest.Build(t, "fakestripe"),
@@ -61,7 +61,7 @@ func startStack(t *testing.T, extraEnv ...string) *stack {
 	}
 
 	port := proctest.FreePort(t)
-	s := &stack{
+	s := &testBundle{
 		databaseURL: strings.TrimPrefix(databaseURL, "DATABASE_URL="),
 		stripeURL:   stripeURL,
 		base:        fmt.Sprintf("http://127.0.0.1:%d", port),
@@ -73,14 +73,14 @@ func startStack(t *testing.T, extraEnv ...string) *stack {
 }
 
 // postRide sends the README's curl request and returns the status, replay header and body.
-func (s *stack) postRide(t *testing.T) (int, string, string) {
+func (s *testBundle) postRide(t *testing.T) (int, string, string) {
 	t.Helper()
 	return s.postRideWithHeader(t, "Idempotent-Replayed")
 }
 
 // postRideWithHeader sends the README's curl request and returns the status, the answer's header
 // named header, and the body.
-func (s *stack) postRideWithHeader(t *testing.T, header string) (int, string, string) {
+func (s *testBundle) postRideWithHeader(t *testing.T, header string) (int, string, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, s.base+"/rides",
 		strings.NewReader("origin_lat=0.0&origin_lon=0.0&target_lat=0.0&target_lon=0.0"))
@@ -97,7 +97,7 @@ func (s *stack) postRideWithHeader(t *testing.T, header string) (int, string, st
 }
 
 // stop sends SIGTERM to the API and requires a clean exit within the 10 s the processes promise.
-func (s *stack) stop(t *testing.T) {
+func (s *testBundle) stop(t *testing.T) {
 	t.Helper()
 	if err := s.api.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

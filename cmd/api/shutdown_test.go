@@ -19,7 +19,7 @@ import (
 // left unlocked at ride_created, ready for a retry to resume.
 func TestShutdownAbortsARequestStuckOnStripe(t *testing.T) {
 	t.Parallel()
-	s := startStack(t)
+	s := setup(t)
 	control := func(method, path, body string) string {
 		req, _ := http.NewRequest(method, s.stripeURL+"/_fakestripe/"+path, strings.NewReader(body))
 		resp, err := http.DefaultClient.Do(req)

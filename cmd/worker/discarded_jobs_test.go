@@ -18,7 +18,7 @@ import (
 // act on.
 func TestKeepsDiscardedJobs(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	w := setup(t)
 	discardedID := w.jobID
 	client, err := river.NewClient(riverpgxv5.New(w.pool), &river.Config{})
 	if err != nil {

@@ -15,7 +15,7 @@ func TestOnce(t *testing.T) {
 
 	t.Run("SendsTheReceiptAndPrintsCounts", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t)
+		w := setup(t)
 		server := smtptest.NewServer(t, smtptest.Options{})
 		env := []string{"DATABASE_URL=" + w.url, "SMTP_URL=" + server.URL()}
 
@@ -49,7 +49,7 @@ func TestOnce(t *testing.T) {
 
 	t.Run("CountsAFailedAttemptAndLeavesTheJobForLater", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t)
+		w := setup(t)
 		server := smtptest.NewServer(t, smtptest.Options{})
 		server.FailNext(1, "451 4.3.0 Try again later")
 

@@ -16,8 +16,8 @@ import (
 	"github.com/rocketrides/rocketrides/workers"
 )
 
-// world is a fresh database holding one charged ride whose receipt job waits in River.
-type world struct {
+// testBundle is a fresh database holding one charged ride whose receipt job waits in River.
+type testBundle struct {
 	url   string
 	pool  *pgxpool.Pool
 	ride  *models.Ride
@@ -25,10 +25,10 @@ type world struct {
 	jobID int64
 }
 
-func newWorld(t *testing.T) *world {
+func setup(t *testing.T) *testBundle {
 	t.Helper()
 	ctx := t.Context()
-	w := &world{url: dbtest.NewDB(t)}
+	w := &testBundle{url: dbtest.NewDB(t)}
 	var err error
 	w.pool, err = pgxpool.New(ctx, w.url)
 	if err != nil {
@@ -68,7 +68,7 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-func (w *world) jobState(t *testing.T) string {
+func (w *testBundle) jobState(t *testing.T) string {
 	t.Helper()
 	var state string
 	if err := w.pool.QueryRow(t.Context(), `SELECT state FROM river_job WHERE id = $1`, w.jobID).Scan(&state); err != nil {

@@ -16,7 +16,7 @@ import (
 // appears in its log, and SIGTERM stops it with exit status 0 and nothing left running.
 func TestRunsUntilSIGTERM(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	w := setup(t)
 	worker := proctest.Start(t, proctest.Build(t, "worker"), []string{"DATABASE_URL=" + w.url, "LOG_FORMAT=json"})
 
 	line := proctest.WaitOutput(t, worker, "Worker: logged receipt", 15*time.Second)
@@ -63,7 +63,7 @@ func TestSIGTERMWhileSending(t *testing.T) {
 	bin := proctest.Build(t, "worker")
 
 	// start starts a worker mailing through smtpURL, and returns once the job is running.
-	start := func(t *testing.T, w *world, smtpURL string) *proctest.Process {
+	start := func(t *testing.T, w *testBundle, smtpURL string) *proctest.Process {
 		worker := proctest.Start(t, bin, []string{"DATABASE_URL=" + w.url, "SMTP_URL=" + smtpURL})
 		deadline := time.Now().Add(10 * time.Second)
 		for w.jobState(t) != "running" {
@@ -76,7 +76,7 @@ func TestSIGTERMWhileSending(t *testing.T) {
 	}
 	// holding starts a mail server that holds the receipt, and a worker mailing through it, and
 	// sends the worker SIGTERM once the server has the whole message.
-	holding := func(t *testing.T, w *world) (*smtptest.Server, *smtptest.Hold, *proctest.Process) {
+	holding := func(t *testing.T, w *testBundle) (*smtptest.Server, *smtptest.Hold, *proctest.Process) {
 		server := smtptest.NewServer(t, smtptest.Options{})
 		hold := server.HoldNext()
 		worker := start(t, w, server.URL())
@@ -88,7 +88,7 @@ func TestSIGTERMWhileSending(t *testing.T) {
 		sigterm(t, worker)
 		return server, hold, worker
 	}
-	jobRow := func(t *testing.T, w *world) (state string, attempt, numErrors int) {
+	jobRow := func(t *testing.T, w *testBundle) (state string, attempt, numErrors int) {
 		t.Helper()
 		if err := w.pool.QueryRow(t.Context(), `SELECT state, attempt, coalesce(array_length(errors, 1), 0) FROM river_job WHERE id = $1`, w.jobID).
 			Scan(&state, &attempt, &numErrors); err != nil {
@@ -101,7 +101,7 @@ func TestSIGTERMWhileSending(t *testing.T) {
 	// The server answers as soon as the worker has begun to stop: 7 s before the hard stop.
 	t.Run("FinishesAJobThatEndsInTime", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t)
+		w := setup(t)
 		server, hold, worker := holding(t, w)
 		proctest.WaitOutput(t, worker, "Worker: stopping", 10*time.Second)
 		hold.Release()
@@ -121,7 +121,7 @@ func TestSIGTERMWhileSending(t *testing.T) {
 
 	t.Run("ReleasesAJobStuckBeforeItsMessageIsHandedOver", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t)
+		w := setup(t)
 		worker := start(t, w, "smtp://"+silentServer(t))
 		sigterm(t, worker)
 		if code := worker.Wait(t, 11*time.Second); code != 0 {
@@ -141,7 +141,7 @@ func TestSIGTERMWhileSending(t *testing.T) {
 	// The server answers once the hard stop has cancelled the job, within the grace period.
 	t.Run("FinishesAJobWhoseMessageIsAtTheServer", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t)
+		w := setup(t)
 		server, hold, worker := holding(t, w)
 		proctest.WaitOutput(t, worker, cancelling, 15*time.Second)
 		hold.Release()
@@ -164,7 +164,7 @@ func TestSIGTERMWhileSending(t *testing.T) {
 	// River to rescue, an hour later.
 	t.Run("LeavesAJobWhoseMessageIsAtTheServerRunning", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t)
+		w := setup(t)
 		_, _, worker := holding(t, w) // never released
 		if code := worker.Wait(t, 15*time.Second); code == 0 {
 			t.Fatalf("want a non-zero exit for a stop that left a job running:\n%s", worker.Output())

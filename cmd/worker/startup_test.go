@@ -17,7 +17,7 @@ func TestRefusesToStartWithoutRiversSchema(t *testing.T) {
 	// A newer River than the one that migrated the database: goose has nothing pending.
 	t.Run("RiverBehind", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t)
+		w := setup(t)
 		dbtest.RiverBehind(t, w.url)
 		_, stderr, code := proctest.Run(t, bin, []string{"DATABASE_URL=" + w.url}, "-once")
 		if code == 0 || !strings.Contains(stderr, "River schema is behind") || !strings.Contains(stderr, "go run ./cmd/migrate up") {
