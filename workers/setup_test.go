@@ -26,9 +26,9 @@ import (
 
 const testMailFrom = "Rocket Rides <receipts@rocketrides.example>"
 
-// bundle is one test's world: a fresh database with a rider, a mail server (with STARTTLS, as a
+// testBundle is one test's world: a fresh database with a rider, a mail server (with STARTTLS, as a
 // real submission server has), and a started River client running this package's workers.
-type bundle struct {
+type testBundle struct {
 	pool   *pgxpool.Pool
 	smtp   *smtptest.Server
 	client *river.Client[pgx.Tx]
@@ -41,16 +41,16 @@ type bundle struct {
 
 // setup builds a bundle. River retries failed jobs at once (retryNow) so that retries take
 // milliseconds, not River's seconds to hours.
-func setup(t *testing.T) *bundle {
+func setup(t *testing.T) *testBundle {
 	t.Helper()
 	return setupWith(t, nil)
 }
 
 // setupWith builds a bundle as setup does, letting modify, if not nil, change the workers'
 // deps before they are registered.
-func setupWith(t *testing.T, modify func(b *bundle, deps *Deps)) *bundle {
+func setupWith(t *testing.T, modify func(b *testBundle, deps *Deps)) *testBundle {
 	t.Helper()
-	b := &bundle{
+	b := &testBundle{
 		pool:    dbtest.NewPool(t),
 		smtp:    smtptest.NewServer(t, smtptest.Options{StartTLS: true}),
 		metrics: metrics.NewWorker(nil),
@@ -107,7 +107,7 @@ func (retryNow) NextRetry(*rivertype.JobRow) time.Time { return time.Now().Add(t
 
 var riderSeq atomic.Int64
 
-func (b *bundle) newRider(t *testing.T) *models.User {
+func (b *testBundle) newRider(t *testing.T) *models.User {
 	t.Helper()
 	n := riderSeq.Add(1)
 	hash := sha256.Sum256(fmt.Appendf(nil, "token-%d", n))
@@ -124,7 +124,7 @@ func (b *bundle) newRider(t *testing.T) *models.User {
 
 // newRide inserts a ride of user charged with chargeID (none if empty). Its idempotency key is
 // NULL, as after the reaper deleted the key: the worker must not need it.
-func (b *bundle) newRide(t *testing.T, user *models.User, chargeID string) *models.Ride {
+func (b *testBundle) newRide(t *testing.T, user *models.User, chargeID string) *models.Ride {
 	t.Helper()
 	var charge *string
 	if chargeID != "" {
@@ -150,7 +150,7 @@ func receiptArgs(ride *models.Ride) SendRideReceiptArgs {
 	return SendRideReceiptArgs{RideID: ride.ID, UserID: ride.UserID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency}
 }
 
-func (b *bundle) insertJob(t *testing.T, args SendRideReceiptArgs, opts *river.InsertOpts) *rivertype.JobRow {
+func (b *testBundle) insertJob(t *testing.T, args SendRideReceiptArgs, opts *river.InsertOpts) *rivertype.JobRow {
 	t.Helper()
 	res, err := b.client.Insert(t.Context(), args, opts)
 	if err != nil {
@@ -161,7 +161,7 @@ func (b *bundle) insertJob(t *testing.T, args SendRideReceiptArgs, opts *river.I
 
 // waitFinal waits for the event that ends job: completed, cancelled, or failed for good
 // (discarded). Failed attempts that will be retried are skipped.
-func (b *bundle) waitFinal(t *testing.T, job *rivertype.JobRow) *river.Event {
+func (b *testBundle) waitFinal(t *testing.T, job *rivertype.JobRow) *river.Event {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
@@ -176,7 +176,7 @@ func (b *bundle) waitFinal(t *testing.T, job *rivertype.JobRow) *river.Event {
 	}
 }
 
-func (b *bundle) jobRow(t *testing.T, id int64) *rivertype.JobRow {
+func (b *testBundle) jobRow(t *testing.T, id int64) *rivertype.JobRow {
 	t.Helper()
 	job, err := b.client.JobGet(t.Context(), id)
 	if err != nil {
@@ -186,7 +186,7 @@ func (b *bundle) jobRow(t *testing.T, id int64) *rivertype.JobRow {
 }
 
 // receipt returns the receipt recorded for ride, or nil.
-func (b *bundle) receipt(t *testing.T, ride *models.Ride) *models.RideReceipt {
+func (b *testBundle) receipt(t *testing.T, ride *models.Ride) *models.RideReceipt {
 	t.Helper()
 	r, err := models.RideReceiptGet(t.Context(), b.pool, ride.ID)
 	if errors.Is(err, models.ErrNotFound) {
