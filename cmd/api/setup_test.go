@@ -14,9 +14,6 @@ import (
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
-// TestReadmeQuickStart walks the README's "run the API against a database" steps with the real
-// binaries: migrate, start the Stripe stand-in, create a rider, start the API, book a ride with
-// the README's curl request, replay it, and stop the API with SIGTERM.
 // testBundle is the API with everything it needs, each a real process.
 type testBundle struct {
 	databaseURL string
