@@ -1,19 +1,3 @@
-// Package enqueuer is the transactionally-staged job drain of the article. A request stages its
-// background jobs in staged_jobs, in the same transaction as the work that wants them, so that a
-// job exists if and only if that work committed. The enqueuer moves committed staged jobs into
-// River, in batches, each batch in one transaction that inserts the jobs into River and deletes
-// exactly the staged rows it inserted: a job reaches River once, never twice and never not at
-// all, however many enqueuers run.
-//
-// A trigger on staged_jobs (migration 00003) notifies NotifyChannel on every insert, which wakes
-// a started Enqueuer at once; polling every Config.PollInterval covers notifications missed while
-// the listening connection was down.
-//
-// Two kinds of staged rows stay behind. Rows of a job name the enqueuer does not know
-// (Config.JobNames) are left untouched, for a release that knows them. Rows that River can never
-// take are set aside: marked failed in staged_jobs, kept until a person deals with them (see
-// failure.go for how to find them). The enqueuer logs each job it sets aside, and now and then
-// how many rows of either kind are left (see reportStranded).
 package enqueuer
 
 import (
@@ -181,12 +165,9 @@ func (e *Enqueuer) Stop() {
 // into River, deletes exactly those rows, and commits. Should anything fail, the transaction
 // rolls back and every row stays staged for the next pass.
 //
-// A staged job that River will never take (the DecodeFunc fails, or River refuses what it
-// returned) would stay first in line and, given enough of them, block every job behind it. It is
-// set aside instead, in the same transaction: marked failed in staged_jobs with the error, and
-// logged. No enqueuer takes it again until a person clears the mark (see failure.go). Only such
-// lasting refusals set a job aside; an error that may pass, such as a timeout or a lost
-// connection, fails the whole batch (see jobsOwnFault).
+// A staged job that River will never take would stay first in line and, given enough of them,
+// block every job behind it, so it is set aside in the same transaction (see failure and
+// jobsOwnFault).
 func (e *Enqueuer) RunOnce(ctx context.Context) (*Result, error) {
 	res, setAside, err := e.runOnce(ctx)
 	if err != nil {

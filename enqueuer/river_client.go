@@ -11,20 +11,11 @@ import (
 )
 
 // InsertNotifyCooldown is the shortest time between two of the enqueuer's notifications to
-// River's workers that a queue has new jobs.
-//
-// River's client notifies at most once per queue per FetchCooldown (100 ms by default), and it
-// counts from the insert, not from the commit. With that default, a batch inserted within
-// 100 ms of the previous one notified no worker: the worker woken by the previous batch had
-// fetched by the time this one committed, and this batch's jobs waited for a later batch's
-// notification or, when none came, for the worker's next poll, up to a second later. Of ten
-// rides booked back to back, one receipt was notified (issue 13).
-//
-// The enqueuer inserts once per batch, and a batch with jobs in it is several round trips and
-// a commit, a millisecond or more: at River's minimum, 1 ms, every batch notifies. (Should two
-// batches come closer still, the second's jobs wait for the poll, as after a lost notification.)
-// The notification is one statement in the batch's own transaction, and none is sent while
-// there are no jobs.
+// River's workers that a queue has new jobs. River's default of 100 ms, counted from the insert
+// rather than the commit, left most back-to-back receipts waiting for a poll (issue 13; the
+// README's "Receipts, from the 201 to the mail server"). A batch takes a millisecond or more, so
+// at River's minimum, 1 ms, every batch notifies; should two come closer still, the second's jobs
+// wait for the poll, as after a lost notification. None is sent while there are no jobs.
 const InsertNotifyCooldown = river.FetchCooldownMin
 
 // NewRiverClient returns the River client the enqueuer inserts through: insert-only, so

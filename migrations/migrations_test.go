@@ -13,8 +13,6 @@ import (
 	"github.com/rocketrides/rocketrides/migrations"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
-
 // wantTables are tables the application relies on: the article's, and River's job table.
 var wantTables = []string{
 	"abandoned_requests", "audit_records", "idempotency_keys", "rides", "staged_jobs", "users",

@@ -79,7 +79,7 @@ func TestMetrics(t *testing.T) {
 	// Without SMTP_URL, a receipt goes to the log: no rider has it, so it is not counted sent.
 	t.Run("CountsLoggedReceiptsApart", func(t *testing.T) {
 		t.Parallel()
-		b := setupWith(t, func(b *bundle, deps *Deps) {
+		b := setupWith(t, func(b *testBundle, deps *Deps) {
 			deps.Mailer = mailer.NewLog(slog.New(slog.DiscardHandler))
 		})
 		job := b.insertJob(t, receiptArgs(b.newRide(t, b.rider, "ch_logged")), nil)
@@ -141,7 +141,7 @@ func receiptLatencies(t *testing.T, m *metrics.Worker) (count uint64, sum float6
 // requireReceipts waits up to 5 s for rocketrides_receipts_total to hold want, 0 for any
 // result want leaves out: failures are counted from River's events, a moment after the test's
 // own subscription saw them.
-func (b *bundle) requireReceipts(t *testing.T, want map[string]float64) {
+func (b *testBundle) requireReceipts(t *testing.T, want map[string]float64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -85,7 +85,7 @@ func TestSendRideReceiptWorker(t *testing.T) {
 		t.Parallel()
 		const maxConns = 2
 		var hog *poolHog
-		b := setupWith(t, func(b *bundle, deps *Deps) {
+		b := setupWith(t, func(b *testBundle, deps *Deps) {
 			// A pool of the workers' own, so that River keeps working on the bundle's.
 			config, err := pgxpool.ParseConfig(b.pool.Config().ConnString())
 			if err != nil {
@@ -124,7 +124,7 @@ func TestSendRideReceiptWorker(t *testing.T) {
 
 	t.Run("RecordsOnANewConnectionWhenTheDatabaseDroppedItsOwn", func(t *testing.T) {
 		t.Parallel()
-		b := setupWith(t, func(b *bundle, deps *Deps) {
+		b := setupWith(t, func(b *testBundle, deps *Deps) {
 			// A pool of the workers' own, named, so that its connections alone can be cut.
 			config, err := pgxpool.ParseConfig(b.pool.Config().ConnString())
 			if err != nil {
@@ -168,7 +168,7 @@ func TestSendRideReceiptWorker(t *testing.T) {
 		t.Parallel()
 		for _, smtp := range []bool{true, false} {
 			var logs, mailLog proctest.SyncBuffer
-			b := setupWith(t, func(b *bundle, deps *Deps) {
+			b := setupWith(t, func(b *testBundle, deps *Deps) {
 				deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 				if !smtp {
 					deps.Mailer = mailer.NewLog(slog.New(slog.NewTextHandler(&mailLog, nil)))

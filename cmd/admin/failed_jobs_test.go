@@ -21,9 +21,9 @@ import (
 	"github.com/rocketrides/rocketrides/workers"
 )
 
-// failedJobsBundle is a database with a rider and two charged rides, and the binaries that
+// testBundle is a database with a rider and two charged rides, and the binaries that
 // fail and retry their receipt jobs for real.
-type failedJobsBundle struct {
+type testBundle struct {
 	admin, worker, enqueuer string
 	url                     string
 	env                     []string
@@ -32,9 +32,9 @@ type failedJobsBundle struct {
 	rideA, rideB            int64
 }
 
-func setupFailedJobs(t *testing.T) *failedJobsBundle {
+func setup(t *testing.T) *testBundle {
 	t.Helper()
-	b := &failedJobsBundle{
+	b := &testBundle{
 		admin:    proctest.Build(t, "admin"),
 		worker:   proctest.Build(t, "worker"),
 		enqueuer: proctest.Build(t, "enqueuer"),
@@ -67,7 +67,7 @@ func setupFailedJobs(t *testing.T) *failedJobsBundle {
 }
 
 // run runs a binary to completion and fails the test unless it exits 0; it returns stdout.
-func (b *failedJobsBundle) run(t *testing.T, bin string, env []string, args ...string) string {
+func (b *testBundle) run(t *testing.T, bin string, env []string, args ...string) string {
 	t.Helper()
 	stdout, stderr, code := proctest.Run(t, bin, env, args...)
 	if code != 0 {
@@ -94,7 +94,7 @@ type failedJobJSON struct {
 	LastError string `json:"last_error"`
 }
 
-func (b *failedJobsBundle) listJSON(t *testing.T) []failedJobJSON {
+func (b *testBundle) listJSON(t *testing.T) []failedJobJSON {
 	t.Helper()
 	var jobs []failedJobJSON
 	for line := range strings.Lines(b.run(t, b.admin, b.env, "list-failed-jobs", "-json")) {
@@ -125,7 +125,7 @@ func rideID(t *testing.T, args json.RawMessage) string {
 // errors; once the causes are fixed, retry-job puts each back to work, and the receipts go out.
 func TestFailedJobs(t *testing.T) {
 	t.Parallel()
-	b := setupFailedJobs(t)
+	b := setup(t)
 
 	t.Run("EmptyShowsOnlyTheHeader", func(t *testing.T) {
 		out := b.run(t, b.admin, b.env, "list-failed-jobs")
@@ -325,7 +325,7 @@ func TestFailedJobsNeedRiversSchema(t *testing.T) {
 // its turn is left alone.
 func TestRetryJobCancelled(t *testing.T) {
 	t.Parallel()
-	b := setupFailedJobs(t)
+	b := setup(t)
 	client, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{})
 	if err != nil {
 		t.Fatal(err)

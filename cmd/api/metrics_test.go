@@ -14,7 +14,7 @@ import (
 // phases, the Stripe call and the pool. The public port has no /metrics.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, "METRICS_ADDR=127.0.0.1:0")
+	s := setup(t, "METRICS_ADDR=127.0.0.1:0")
 	metricsURL := proctest.MetricsURL(t, s.api)
 
 	if status, _, body := s.postRide(t); status != http.StatusCreated {

@@ -15,7 +15,7 @@ import (
 // seconds, not left waiting as long as the client does, and /readyz still answers at once.
 func TestStuckDatabase(t *testing.T) {
 	t.Parallel()
-	s := startStack(t)
+	s := setup(t)
 	ctx := context.Background()
 
 	for _, table := range []string{"users", "idempotency_keys"} {

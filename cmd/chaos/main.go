@@ -1,18 +1,3 @@
-// Command chaos is the soak test of "Murphy in action": it runs the whole service as real
-// processes, books rides from many concurrent clients, and meanwhile breaks things at random:
-// it SIGKILLs API replicas (which also crash themselves at the phases' fault points), makes the
-// Stripe stand-in answer 500s, time out and drop connections after charging, slows Stripe down,
-// kills the enqueuer and the completer, and restarts the database. Then it stops the faults, lets
-// the system settle, and holds the result to every invariant of package invariants: each ride
-// charged exactly once, each receipt sent, nothing left half done, no client lied to.
-//
-//	go run ./cmd/chaos                                  # 45 s, 8 clients, a random seed
-//	go run ./cmd/chaos -duration 10m -clients 16        # a long soak
-//	go run ./cmd/chaos -seed 1234                       # the same fault schedule again
-//
-// It prints a progress line every few seconds and a summary table at the end, keeps the
-// processes' output in a log file whose path it prints, and exits non-zero on any violation,
-// or if the stack could not be brought up.
 package main
 
 import (

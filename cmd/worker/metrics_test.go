@@ -23,7 +23,7 @@ func TestMetrics(t *testing.T) {
 	// ride that does not exist is cancelled.
 	t.Run("LoggedAndCancelled", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t)
+		w := setup(t)
 		w.insertJob(t, workers.SendRideReceiptArgs{RideID: w.ride.ID + 1000, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency})
 
 		p := proctest.Start(t, bin, []string{"DATABASE_URL=" + w.url, "METRICS_ADDR=127.0.0.1:0"})
@@ -42,7 +42,7 @@ func TestMetrics(t *testing.T) {
 	// on its retry.
 	t.Run("SentFailedAndDiscarded", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t)
+		w := setup(t)
 		if _, err := w.pool.Exec(t.Context(), `UPDATE river_job SET max_attempts = 1 WHERE id = $1`, w.jobID); err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestMetrics(t *testing.T) {
 }
 
 // insertJob inserts a receipt job with args, as the enqueuer would.
-func (w *world) insertJob(t *testing.T, args workers.SendRideReceiptArgs) {
+func (w *testBundle) insertJob(t *testing.T, args workers.SendRideReceiptArgs) {
 	t.Helper()
 	client, err := river.NewClient(riverpgxv5.New(w.pool), &river.Config{})
 	if err != nil {

@@ -21,8 +21,6 @@ import (
 	"github.com/rocketrides/rocketrides/workers"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
-
 func TestOptionsValidate(t *testing.T) {
 	t.Parallel()
 

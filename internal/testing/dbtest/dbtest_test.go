@@ -13,8 +13,6 @@ import (
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
-
 func TestNewPool(t *testing.T) {
 	t.Parallel()
 

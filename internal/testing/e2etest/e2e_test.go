@@ -14,11 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rocketrides/rocketrides/client"
-	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
-
-func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // TestServiceAsSeparateProcesses runs two API replicas, two workers, two enqueuers, a completer
 // and a reaper, books rides through both APIs, waits until every ride's receipt was mailed and

@@ -13,11 +13,9 @@ import (
 	"github.com/rocketrides/rocketrides/phases"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
-
-// bundle is one test's world: a fresh database with a rider, and the observations a healthy
+// testBundle is one test's world: a fresh database with a rider, and the observations a healthy
 // run would make of it. Tests add rows and observations, most of them broken on purpose.
-type bundle struct {
+type testBundle struct {
 	pool     *pgxpool.Pool
 	userID   int64
 	email    string
@@ -27,9 +25,9 @@ type bundle struct {
 
 var seq atomic.Int64
 
-func setup(t *testing.T) *bundle {
+func setup(t *testing.T) *testBundle {
 	t.Helper()
-	b := &bundle{pool: dbtest.NewPool(t), observed: Observed{Mailbox: &Mailbox{}}}
+	b := &testBundle{pool: dbtest.NewPool(t), observed: Observed{Mailbox: &Mailbox{}}}
 	n := seq.Add(1)
 	b.email = fmt.Sprintf("rider%d@example.com", n)
 	b.customer = fmt.Sprintf("cus_%d", n)
@@ -39,14 +37,14 @@ func setup(t *testing.T) *bundle {
 	return b
 }
 
-func (b *bundle) exec(t *testing.T, sql string, args ...any) {
+func (b *testBundle) exec(t *testing.T, sql string, args ...any) {
 	t.Helper()
 	if _, err := b.pool.Exec(t.Context(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
 
-func (b *bundle) scan(t *testing.T, sql string, args []any, dest ...any) {
+func (b *testBundle) scan(t *testing.T, sql string, args []any, dest ...any) {
 	t.Helper()
 	if err := b.pool.QueryRow(t.Context(), sql, args...).Scan(dest...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
@@ -65,7 +63,7 @@ type booking struct {
 }
 
 // insertKey inserts an idempotency key at recoveryPoint, unfinished and unlocked.
-func (b *bundle) insertKey(t *testing.T, recoveryPoint string, locked bool) (id int64, key, stripeKey string) {
+func (b *testBundle) insertKey(t *testing.T, recoveryPoint string, locked bool) (id int64, key, stripeKey string) {
 	t.Helper()
 	n := seq.Add(1)
 	key = fmt.Sprintf("client-key-%020d", n)
@@ -82,7 +80,7 @@ func (b *bundle) insertKey(t *testing.T, recoveryPoint string, locked bool) (id 
 
 // insertRide inserts a ride of keyID, charged with chargeID unless it is empty, with a receipt
 // recorded when messageID is set.
-func (b *bundle) insertRide(t *testing.T, keyID int64, chargeID, messageID string) int64 {
+func (b *testBundle) insertRide(t *testing.T, keyID int64, chargeID, messageID string) int64 {
 	t.Helper()
 	var id int64
 	b.scan(t, `
@@ -94,7 +92,7 @@ func (b *bundle) insertRide(t *testing.T, keyID int64, chargeID, messageID strin
 }
 
 // finishKey stores a response on a key, the way the last phase does.
-func (b *bundle) finishKey(t *testing.T, keyID int64, status int, body string) {
+func (b *testBundle) finishKey(t *testing.T, keyID int64, status int, body string) {
 	t.Helper()
 	b.exec(t, `UPDATE idempotency_keys SET recovery_point = 'finished', locked_at = NULL,
 		response_code = $2, response_body = $3::jsonb WHERE id = $1`, keyID, status, body)
@@ -105,7 +103,7 @@ func createdBody(rideID int64, chargeID string) string {
 }
 
 // book adds a healthy booking to the database and to every observation.
-func (b *bundle) book(t *testing.T) *booking {
+func (b *testBundle) book(t *testing.T) *booking {
 	t.Helper()
 	bk := &booking{}
 	bk.keyID, bk.key, bk.stripeKey = b.insertKey(t, "started", false)
@@ -125,7 +123,7 @@ func (b *bundle) book(t *testing.T) *booking {
 
 // charge is a succeeded $20.00 charge of the bundle's rider: the price written out, as the
 // checker writes it, so that neither follows phases.RideAmountCents.
-func (b *bundle) charge(id, stripeKey string, rideID int64) Charge {
+func (b *testBundle) charge(id, stripeKey string, rideID int64) Charge {
 	return Charge{
 		ID: id, Amount: 2000, Currency: "usd", Customer: b.customer,
 		Status: ChargeStatusSucceeded, IdempotencyKey: stripeKey, Metadata: map[string]string{"ride_id": fmt.Sprint(rideID)},
@@ -134,7 +132,7 @@ func (b *bundle) charge(id, stripeKey string, rideID int64) Charge {
 
 // decline adds a request whose card was declined: a ride without charge, a failed charge at
 // Stripe, and a stored 402.
-func (b *bundle) decline(t *testing.T) (keyID int64, key string) {
+func (b *testBundle) decline(t *testing.T) (keyID int64, key string) {
 	t.Helper()
 	keyID, key, stripeKey := b.insertKey(t, "started", false)
 	rideID := b.insertRide(t, keyID, "", "")
@@ -150,7 +148,7 @@ func (b *bundle) decline(t *testing.T) (keyID int64, key string) {
 
 // needsReview adds a request the API set aside for review: a ride without charge, its key
 // finished with a 500 payment_needs_review, recorded in abandoned_requests, and the client told.
-func (b *bundle) needsReview(t *testing.T) (keyID int64, key, stripeKey string, rideID int64) {
+func (b *testBundle) needsReview(t *testing.T) (keyID int64, key, stripeKey string, rideID int64) {
 	t.Helper()
 	keyID, key, stripeKey = b.insertKey(t, "started", false)
 	rideID = b.insertRide(t, keyID, "", "")
@@ -163,7 +161,7 @@ func (b *bundle) needsReview(t *testing.T) (keyID int64, key, stripeKey string, 
 }
 
 // recordForReview records a key in abandoned_requests, with its ride unless rideID is 0.
-func (b *bundle) recordForReview(t *testing.T, keyID int64, key string, rideID int64) {
+func (b *testBundle) recordForReview(t *testing.T, keyID int64, key string, rideID int64) {
 	t.Helper()
 	b.exec(t, `INSERT INTO abandoned_requests (reason, idempotency_key_id, idempotency_key, user_id, request_params,
 		recovery_point, key_created_at, key_last_run_at, ride_id)
@@ -171,7 +169,7 @@ func (b *bundle) recordForReview(t *testing.T, keyID int64, key string, rideID i
 }
 
 // insertReceiptJob inserts a River receipt job for rideID in state.
-func (b *bundle) insertReceiptJob(t *testing.T, rideID int64, state string) {
+func (b *testBundle) insertReceiptJob(t *testing.T, rideID int64, state string) {
 	t.Helper()
 	b.exec(t, `INSERT INTO river_job (args, kind, max_attempts, queue, state, finalized_at, attempted_at, attempt)
 		VALUES (jsonb_build_object('ride_id', $1::bigint::text), $2, 10, 'default', $3::river_job_state,
@@ -181,7 +179,7 @@ func (b *bundle) insertReceiptJob(t *testing.T, rideID int64, state string) {
 }
 
 // check runs Check and requires exactly the rules want to have fired.
-func (b *bundle) check(t *testing.T, want ...Rule) *Report {
+func (b *testBundle) check(t *testing.T, want ...Rule) *Report {
 	t.Helper()
 	report, err := Check(t.Context(), b.pool, b.observed)
 	if err != nil {

@@ -4,13 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,136 +92,6 @@ func TestSoak(t *testing.T) {
 	}
 	if sum.DuplicateEmails > maxDuplicateReceiptsDefault {
 		t.Errorf("want at most %d copy of a receipt mailed, got %d: %s", maxDuplicateReceiptsDefault, sum.DuplicateEmails, firstFew(sum.Duplicates, 5))
-	}
-}
-
-// lastWordsOfUnexpectedExits finds, in the processes' log, each process that exited by itself
-// without having crashed at a fault point, and returns up to n of its lines before the exit: the
-// log is gone with the test's temporary directory, and its tail rarely reaches back that far.
-func lastWordsOfUnexpectedExits(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	var out strings.Builder
-	lines := strings.Split(string(b), "\n")
-	for i, line := range lines {
-		_, note, ok := strings.Cut(line, "| ")
-		label, _, exited := strings.Cut(note[min(len(note), len("15:04:05.000 ")):], " exited by itself")
-		if !ok || !strings.HasPrefix(line, "chaos ") || !exited || strings.Contains(label, " ") {
-			continue
-		}
-		var own []string
-		for j := i - 1; j >= 0 && len(own) < n; j-- {
-			if l, _, _ := strings.Cut(lines[j], "|"); strings.TrimSpace(l) == label {
-				own = append(own, lines[j])
-			}
-		}
-		if len(own) > 0 && strings.Contains(own[0], `msg="Faults: crashing"`) {
-			continue
-		}
-		slices.Reverse(own)
-		fmt.Fprintf(&out, "%s\n%s\n", line, strings.Join(own, "\n"))
-	}
-	return out.String()
-}
-
-func tail(t *testing.T, path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(all[max(0, len(all)-lines):], "\n")
-}
-
-func TestSchedule(t *testing.T) {
-	t.Parallel()
-
-	t.Run("SameSeedSameSchedule", func(t *testing.T) {
-		t.Parallel()
-		a, b := schedule(7, time.Minute, 4), schedule(7, time.Minute, 4)
-		if !slices.Equal(a, b) {
-			t.Errorf("want equal schedules for one seed, got\n%v\n%v", a, b)
-		}
-		if c := schedule(8, time.Minute, 4); slices.Equal(a, c) {
-			t.Errorf("want another schedule for another seed")
-		}
-	})
-
-	t.Run("EveryKindWithinTheQuietEnds", func(t *testing.T) {
-		t.Parallel()
-		for seed := range uint64(50) {
-			faults := schedule(seed, 10*time.Second, 2)
-			seen := map[faultKind]int{}
-			for i, f := range faults {
-				seen[f.kind]++
-				if f.at < quietStart || f.at > 10*time.Second-quietEnd {
-					t.Errorf("seed %d: fault %v outside the soak's middle", seed, f)
-				}
-				if i > 0 && f.at < faults[i-1].at {
-					t.Errorf("seed %d: faults out of order: %v", seed, faults)
-				}
-			}
-			for _, k := range randomFaultKinds {
-				if seen[k.kind] == 0 {
-					t.Errorf("seed %d: no %s in %v", seed, k.kind, faults)
-				}
-			}
-			if seen[faultDatabaseRestart] != 2 {
-				t.Errorf("seed %d: want 2 database restarts, got %d", seed, seen[faultDatabaseRestart])
-			}
-		}
-	})
-}
-
-func TestRoundRobin(t *testing.T) {
-	t.Parallel()
-	var hits []string
-	servers := make([]string, 3)
-	for i := range servers {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			hits = append(hits, strconv.Itoa(i)) // the requests below are sequential
-		}))
-		defer srv.Close()
-		servers[i] = strings.TrimPrefix(srv.URL, "http://")
-	}
-	client := &http.Client{Transport: &roundRobin{hosts: servers, base: http.DefaultTransport}}
-	for range 6 {
-		resp, err := client.Get("http://" + servers[0] + "/rides")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-	}
-	if got := strings.Join(hits, ""); got != "120120" {
-		t.Errorf("want attempts to go round the replicas, got %s", got)
-	}
-}
-
-func TestEventLog(t *testing.T) {
-	t.Parallel()
-	var buf bytes.Buffer
-	l := newEventLog(&buf)
-	for _, line := range []string{
-		`api-1       | time=2026-01-01T00:00:00Z level=WARN msg="Faults: crashing" point=charge_answered`,
-		`api-2       | time=2026-01-01T00:00:00Z level=WARN msg="Faults: crashing" point=finished`,
-		`fakestripe  | time=2026-01-01T00:00:00Z level=INFO msg="Fakestripe: injecting fault" fault=charge_then_drop idempotency_key=k`,
-		`completer   | time=2026-01-01T00:00:00Z level=INFO msg="Completer: pushed keys" num_succeeded=3 num_failed=0 num_skipped=1`,
-		`worker-1    | time=2026-01-01T00:00:00Z level=INFO msg="Worker: sent receipt" ride_id=1`,
-		`api-1       | time=2026-01-01T00:00:00Z level=INFO msg="API: request" method=POST path=/rides status=409 duration=8.51s remote_addr=x`,
-		`api-1       | time=2026-01-01T00:00:00Z level=INFO msg="API: request" method=POST path=/rides status=409 duration=1.2ms remote_addr=x`,
-	} {
-		if _, err := l.Write([]byte(line + "\n")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c := l.counts()
-	if c.selfCrashes["charge_answered"] != 1 || c.selfCrashes["finished"] != 1 || c.stripeFaults["charge_then_drop"] != 1 || c.completerFinished != 3 || c.fenced != 1 {
-		t.Errorf("unexpected counts %+v", c)
-	}
-	if strings.Count(buf.String(), "\n") != 7 {
-		t.Errorf("want every line written through, got:\n%s", buf.String())
 	}
 }
 

@@ -1,0 +1,240 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/rocketrides/rocketrides/api"
+	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/stripeclient"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
+	"github.com/rocketrides/rocketrides/phases"
+)
+
+type testBundle struct {
+	*ridetest.Bundle
+	server *httptest.Server
+
+	// logs is everything the API and the phases logged, at info level (LOG_LEVEL's default), as
+	// JSON lines.
+	logs *logBuffer
+}
+
+type setupOpts struct {
+	simulateErrors bool
+
+	// freshStripeConnections makes every Stripe call use a new connection. On a reused one,
+	// Go's transport re-sends a request with an Idempotency-Key by itself when the connection
+	// drops, which hides a drop from the code under test.
+	freshStripeConnections bool
+
+	// stripeTransport, if set, carries the Stripe client's calls.
+	stripeTransport http.RoundTripper
+
+	// limits are the API's limits. The zero value turns them off, since most tests send many
+	// requests as one rider; the limits' own tests set them, and the process tests in cmd/api
+	// run with the defaults.
+	limits *api.Limits
+}
+
+func setup(t *testing.T, opts setupOpts) *testBundle {
+	t.Helper()
+	b := ridetest.Setup(t)
+	sc := b.StripeClient
+	switch {
+	case opts.freshStripeConnections:
+		sc = b.FreshConnStripeClient()
+	case opts.stripeTransport != nil:
+		sc = stripeclient.New(stripeclient.Config{APIKey: ridetest.StripeAPIKey, URL: b.Stripe.URL,
+			Timeout: ridetest.StripeTimeout, Transport: opts.stripeTransport})
+	}
+	// The processes' own logger, so that the tests see the lines an operator would.
+	logs := &logBuffer{}
+	logger := bootstrap.NewLogger(logs, &bootstrap.Config{LogFormat: "json", LogLevel: slog.LevelInfo})
+	executor := phases.New(b.Pool, sc, logger, phases.Config{SimulateErrors: opts.simulateErrors})
+	limits := api.Limits{Off: true}
+	if opts.limits != nil {
+		limits = *opts.limits
+	}
+	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits}).Handler())
+	t.Cleanup(server.Close)
+	return &testBundle{Bundle: b, server: server, logs: logs}
+}
+
+// logBuffer collects log output from concurrent requests.
+type logBuffer struct {
+	proctest.SyncBuffer
+}
+
+// Len is the number of bytes logged so far.
+func (l *logBuffer) Len() int { return len(l.String()) }
+
+// lines decodes the JSON lines logged so far.
+func (l *logBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for line := range strings.Lines(l.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("error decoding log line %q: %s", line, err)
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// requireLine returns the one line logged with msg, failing unless there is exactly one.
+func (l *logBuffer) requireLine(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	var found []map[string]any
+	for _, line := range l.lines(t) {
+		if line["msg"] == msg {
+			found = append(found, line)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want one %q line, got %d in:\n%v", msg, len(found), l.lines(t))
+	}
+	return found[0]
+}
+
+const (
+	testKey  = "0ccb7813-e63d-4377-93c5-476cb93038f3"
+	testBody = `{"origin_lat": 37.7749, "origin_lon": -122.4194, "target_lat": 37.3382, "target_lon": -121.8863}`
+)
+
+// response is what a test request got back.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// problem decodes a problem+json body, checking its media type and its status field.
+func (r *response) problem(t *testing.T) problem.Problem {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("want application/problem+json, got %q: %s", ct, r.body)
+	}
+	var p problem.Problem
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		t.Fatalf("error decoding problem %s: %s", r.body, err)
+	}
+	if p.Status != r.status || p.Type == "" || p.Title == "" || p.Detail == "" || p.Code == "" {
+		t.Fatalf("incomplete problem document: %s", r.body)
+	}
+	if p.RequestID == "" || p.RequestID != r.header.Get("X-Request-Id") {
+		t.Fatalf("want the problem's request_id to be the response's X-Request-Id %q, got %s",
+			r.header.Get("X-Request-Id"), r.body)
+	}
+	return p
+}
+
+// requireProblem checks that a request was answered with status and code.
+func (r *response) requireProblem(t *testing.T, status int, code problem.Code) problem.Problem {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("want %d, got %d: %s", status, r.status, r.body)
+	}
+	p := r.problem(t)
+	if p.Code != code {
+		t.Fatalf("want code %s, got %s", code, p.Code)
+	}
+	return p
+}
+
+// do sends a request with the given headers.
+func (b *testBundle) do(t *testing.T, method, path string, headers map[string]string, body string) *response {
+	t.Helper()
+	header := http.Header{}
+	for k, v := range headers {
+		header.Set(k, v)
+	}
+	return b.doHeader(t, method, path, header, body)
+}
+
+// doHeader sends a request with header, which may give a header more than once.
+func (b *testBundle) doHeader(t *testing.T, method, path string, header http.Header, body string) *response {
+	t.Helper()
+	return doRequest(t, b.server, method, path, header, body)
+}
+
+// doRequest sends a request to server, and checks the response against the API's OpenAPI
+// document (see contract_test.go), so that every answer any test of the package gets holds
+// the contract to the code.
+func doRequest(t *testing.T, server *httptest.Server, method, path string, header http.Header, body string) *response {
+	t.Helper()
+	req, err := http.NewRequest(method, server.URL+path, bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = header
+	resp, err := server.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	respBody, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("want every response to carry an X-Request-Id, got none on %d %s", resp.StatusCode, respBody)
+	}
+	if resp.Header.Get("Cache-Control") != "no-store" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("want every response marked no-store and nosniff, got %q and %q on %d %s",
+			resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options"), resp.StatusCode, respBody)
+	}
+	contract(t).requireConforms(t, req, resp.StatusCode, resp.Header, respBody)
+	return &response{status: resp.StatusCode, header: resp.Header, body: respBody}
+}
+
+// postRide sends a JSON ride request as rider with key.
+func (b *testBundle) postRide(t *testing.T, rider *ridetest.Rider, key, body string) *response {
+	t.Helper()
+	return b.do(t, http.MethodPost, "/rides", map[string]string{
+		"Authorization":   "Bearer " + rider.Token,
+		"Idempotency-Key": key,
+		"Content-Type":    "application/json",
+	}, body)
+}
+
+// requireNothingStored checks that rejected requests left no trace.
+func (b *testBundle) requireNothingStored(t *testing.T) {
+	t.Helper()
+	for _, table := range []string{"idempotency_keys", "rides", "audit_records", "staged_jobs"} {
+		if n := b.Count(t, `SELECT count(*) FROM `+table); n != 0 {
+			t.Fatalf("want nothing stored, %s has %d rows", table, n)
+		}
+	}
+	if n := b.Stripe.ChargeRequests(); n != 0 {
+		t.Fatalf("want Stripe not called, got %d charge requests", n)
+	}
+}
+
+// rideCreated decodes a 201 body.
+func (r *response) rideCreated(t *testing.T) phases.RideCreatedBody {
+	t.Helper()
+	if r.status != http.StatusCreated {
+		t.Fatalf("want 201, got %d: %s", r.status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("want application/json, got %q", ct)
+	}
+	var body phases.RideCreatedBody
+	if err := json.Unmarshal(r.body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Message == "" || body.Ride.ID == 0 || body.Ride.StripeChargeID == nil || body.Ride.CreatedAt.IsZero() {
+		t.Fatalf("incomplete 201 body: %s", r.body)
+	}
+	return body
+}

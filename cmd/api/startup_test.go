@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+)
+
+func TestRefusesToStartWithoutADatabase(t *testing.T) {
+	t.Parallel()
+	api := proctest.Build(t, "api")
+
+	t.Run("Unmigrated", func(t *testing.T) {
+		t.Parallel()
+		_, errOut, code := proctest.Run(t, api, []string{"DATABASE_URL=" + dbtest.NewEmptyDB(t), "STRIPE_API_KEY=sk_test_x"})
+		if code == 0 || !strings.Contains(errOut, "not migrated") {
+			t.Fatalf("want a non-zero exit naming the missing migrations, got %d: %s", code, errOut)
+		}
+	})
+	t.Run("NoDatabaseURL", func(t *testing.T) {
+		t.Parallel()
+		_, errOut, code := proctest.Run(t, api, []string{"STRIPE_API_KEY=sk_test_x"})
+		if code == 0 || !strings.Contains(errOut, "DATABASE_URL is not set") {
+			t.Fatalf("want a non-zero exit naming DATABASE_URL, got %d: %s", code, errOut)
+		}
+	})
+	t.Run("DatabaseUnreachable", func(t *testing.T) {
+		t.Parallel()
+		url := fmt.Sprintf("DATABASE_URL=postgres://postgres@127.0.0.1:%d/rocketrides?sslmode=disable&connect_timeout=1", proctest.FreePort(t))
+		start := time.Now()
+		_, errOut, code := proctest.Run(t, api, []string{url, "STRIPE_API_KEY=sk_test_x"})
+		if code == 0 || !strings.Contains(errOut, "database not reachable after 10s") {
+			t.Fatalf("want a non-zero exit saying the database is not reachable, got %d: %s", code, errOut)
+		}
+		if elapsed := time.Since(start); elapsed < 10*time.Second {
+			t.Fatalf("want it to keep trying for 10 s first, gave up after %s", elapsed)
+		}
+	})
+	t.Run("NoStripeKey", func(t *testing.T) {
+		t.Parallel()
+		_, errOut, code := proctest.Run(t, api, []string{"DATABASE_URL=" + dbtest.NewDB(t)})
+		if code == 0 || !strings.Contains(errOut, "STRIPE_API_KEY is not set") {
+			t.Fatalf("want a non-zero exit naming STRIPE_API_KEY, got %d: %s", code, errOut)
+		}
+	})
+}

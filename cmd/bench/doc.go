@@ -1,0 +1,31 @@
+// Command bench measures the ride API, in one of two modes.
+//
+// By default it is a load generator for a running API. Concurrent clients book rides with the
+// public retrying client (package client), each under a fresh Idempotency-Key, and, with
+// -replay-share, send a share of their earlier keys again, whose answers must come back as
+// replays of the first. It then prints what it saw: requests, rides booked, replays, refusals,
+// unknown outcomes, 409 answers, throughput, and the latency of whole client calls, retries
+// included.
+//
+//	go run ./cmd/bench -api http://localhost:5004 -token rr_... -clients 16 -duration 30s [-replay-share 0.2]
+//
+// With -compare it needs nothing running: it starts a durable Postgres cluster of its own, the
+// Stripe stand-in and the API, and compares the API's rides per second and latency with two
+// pgbench references on the same cluster in the same run, the article's four transactions per
+// ride and the same work in two, and prints one table and the ratios (see compare.go).
+//
+//	go run ./cmd/bench -compare [-rides 300000 -riders 1000 -clients 32 -duration 30s -solo-duration 10s]
+//
+// With -receipts it needs nothing running either: it starts a durable cluster, the Stripe
+// stand-in, an SMTP server and the Procfile's processes, books -bookings rides one after
+// another, and prints how long each receipt took from the rider's 201 to the mail server, whole
+// and stage by stage; then, unless -idle is 0, what the idle stack costs the database in
+// statements per second, process by process (see receipts.go).
+//
+//	go run ./cmd/bench -receipts [-bookings 40 -idle 60s]
+//
+// Exit status: 0 when every call ended in a booked ride, a refusal (402) or the replay of its
+// first answer; 1 when any ended with an unknown outcome, an unexpected error, or a replay that
+// differs from the first answer (a different ride id, say), or when -compare or -receipts could
+// not run (a receipt that never reached the mail server, say); 2 on bad usage.
+package main

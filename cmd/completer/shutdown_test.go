@@ -1,0 +1,34 @@
+package main
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
+	"github.com/rocketrides/rocketrides/models"
+)
+
+func TestRunsUntilSIGTERM(t *testing.T) {
+	t.Parallel()
+	bin := proctest.Build(t, "completer")
+	b := ridetest.Setup(t)
+	key := abandon(t, b, b.Rider, "cmd-completer-key-running")
+
+	p := proctest.Start(t, bin, env(b, "COMPLETER_INTERVAL=100ms"))
+	proctest.WaitOutput(t, p, "Completer: pushed keys", 15*time.Second)
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.Wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("want exit 0 after SIGTERM, got %d:\n%s", code, p.Output())
+	}
+	if !strings.Contains(p.Output(), "Completer: stopped") {
+		t.Fatalf("want a clean stop logged:\n%s", p.Output())
+	}
+	if p := recoveryPoint(t, b, key); p != models.RecoveryPointFinished {
+		t.Fatalf("want the key finished, got %s", p)
+	}
+}

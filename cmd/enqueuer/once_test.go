@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+)
+
+func TestOnce(t *testing.T) {
+	t.Parallel()
+	bin, env, pool := setup(t)
+	stage(t, pool, 2)
+
+	for _, want := range []string{`{"enqueued":2,"failed":0}`, `{"enqueued":0,"failed":0}`} {
+		stdout, stderr, code := proctest.Run(t, bin, env, "-once")
+		if code != 0 {
+			t.Fatalf("enqueuer -once exited %d: %s", code, stderr)
+		}
+		if stdout != want+"\n" {
+			t.Fatalf("want exactly the line %s on stdout, got %q", want, stdout)
+		}
+	}
+	if n := countRiverJobs(t, pool); n != 2 {
+		t.Errorf("want 2 River jobs, got %d", n)
+	}
+}
+
+// A job staged by a newer release, of a name this enqueuer's workers do not know, stays staged
+// for the newer enqueuer, and is reported.
+func TestOnceLeavesUnknownJobNamesStaged(t *testing.T) {
+	t.Parallel()
+	bin, env, pool := setup(t)
+	if _, err := pool.Exec(t.Context(), `INSERT INTO staged_jobs (job_name, job_args) VALUES ('send_ride_invoice', '{"ride_id": 1}')`); err != nil {
+		t.Fatal(err)
+	}
+	stage(t, pool, 1)
+
+	stdout, stderr, code := proctest.Run(t, bin, env, "-once")
+	if code != 0 || stdout != `{"enqueued":1,"failed":0}`+"\n" {
+		t.Fatalf("want the receipt enqueued and nothing failed, got %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "job names this release does not know") || !strings.Contains(stderr, "num_unknown=1") {
+		t.Errorf("want a warning counting the unknown job, got:\n%s", stderr)
+	}
+	var name string
+	var failed bool
+	if err := pool.QueryRow(t.Context(), `SELECT job_name, failed_at IS NOT NULL FROM staged_jobs`).Scan(&name, &failed); err != nil {
+		t.Fatalf("want the unknown job still staged: %v", err)
+	}
+	if name != "send_ride_invoice" || failed {
+		t.Errorf("want the unknown job untouched, got %s (failed %t)", name, failed)
+	}
+}

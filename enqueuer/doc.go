@@ -1,0 +1,24 @@
+// Package enqueuer is the transactionally-staged job drain of the article. A request stages its
+// background jobs in staged_jobs, in the same transaction as the work that wants them, so that a
+// job exists if and only if that work committed. The enqueuer moves committed staged jobs into
+// River, in batches, each batch in one transaction that inserts the jobs into River and deletes
+// exactly the staged rows it inserted: a job reaches River once, never twice and never not at
+// all, however many enqueuers run.
+//
+// A trigger on staged_jobs (migration 00003) notifies NotifyChannel on every insert, which wakes
+// a started Enqueuer at once; polling every Config.PollInterval covers notifications missed while
+// the listening connection was down.
+//
+// Two kinds of staged rows stay behind. Rows of a job name the enqueuer does not know
+// (Config.JobNames) are left untouched, for a release that knows them. Rows that River can never
+// take are set aside: marked failed in staged_jobs, kept until a person deals with them. The
+// enqueuer logs each job it sets aside, and now and then how many rows of either kind are left
+// (see reportStranded).
+//
+// Nothing deletes a set-aside row: it may be a receipt that a rider is owed, and every enqueuer
+// skips it. An operator finds it with `go run ./cmd/admin list-failed-jobs` (as staged:ID,
+// beside the jobs River discarded) and, once the cause is fixed (a worker for the job name
+// deployed, the arguments corrected), hands it back with `go run ./cmd/admin retry-job
+// staged:ID`, which clears the mark and wakes the enqueuer, or deletes the row if the job is not
+// wanted any more.
+package enqueuer
