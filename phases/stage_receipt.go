@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/rocketrides/rocketrides/api/resource"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -43,5 +44,5 @@ func (e *Executor) stageReceipt(ctx context.Context, tx *phaseTx, r *run) (Phase
 	}
 	models.StagedJobInsert(&tx.Writes, ReceiptJobName, args)
 
-	return Response{Status: statusCreated, Body: NewRideCreatedBody(r.ride)}, nil
+	return Response{Status: statusCreated, Body: resource.NewRideCreated(r.ride)}, nil
 }
