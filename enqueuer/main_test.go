@@ -17,7 +17,7 @@ import (
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -45,7 +45,7 @@ func setup(t *testing.T) *testBundle {
 }
 
 // testJobNames are the job names an enqueuer of the tests knows unless the test says otherwise.
-var testJobNames = []string{testJobName, phases.ReceiptJobName}
+var testJobNames = []string{testJobName, jobargs.SendRideReceiptKind}
 
 // enqueuer returns an enqueuer on the bundle's database, stopped when the test ends. It knows
 // testJobNames unless config names others.

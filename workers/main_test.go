@@ -23,6 +23,7 @@ import (
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -149,11 +150,11 @@ func (b *bundle) newRide(t *testing.T, user *models.User, chargeID string) *mode
 }
 
 // receiptArgs are the args the API stages for ride.
-func receiptArgs(ride *models.Ride) SendRideReceiptArgs {
-	return SendRideReceiptArgs{RideID: ride.ID, UserID: ride.UserID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency}
+func receiptArgs(ride *models.Ride) jobargs.SendRideReceipt {
+	return jobargs.SendRideReceipt{RideID: ride.ID, UserID: ride.UserID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency}
 }
 
-func (b *bundle) insertJob(t *testing.T, args SendRideReceiptArgs, opts *river.InsertOpts) *rivertype.JobRow {
+func (b *bundle) insertJob(t *testing.T, args jobargs.SendRideReceipt, opts *river.InsertOpts) *rivertype.JobRow {
 	t.Helper()
 	res, err := b.client.Insert(t.Context(), args, opts)
 	if err != nil {

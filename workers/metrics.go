@@ -11,7 +11,7 @@ import (
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // rocketrides_receipts_total is counted from two places, each the only one that knows its part:
@@ -42,7 +42,7 @@ func CountFailures(client *river.Client[pgx.Tx], m *metrics.Worker) (stop func()
 	})
 	go func() {
 		for ev := range events {
-			if ev.Job.Kind != phases.ReceiptJobName {
+			if ev.Job.Kind != jobargs.SendRideReceiptKind {
 				continue
 			}
 			switch {

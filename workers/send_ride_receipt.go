@@ -2,7 +2,6 @@ package workers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,74 +17,13 @@ import (
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
-
-// SendRideReceiptMaxAttempts is how often a receipt is tried before River discards the job.
-// With River's default backoff (attempt⁴ seconds) ten attempts span about four hours: a mail
-// server's bad afternoon is ridden out, and past that a person should look at the discarded job
-// rather than the rider getting a receipt days late. The worker keeps discarded jobs until then
-// (`admin list-failed-jobs` lists them; `admin retry-job` puts one back to work).
-const SendRideReceiptMaxAttempts = 10
 
 // recordTimeout bounds recording a receipt that has been sent. That step ignores the job's
 // cancellation (see Work), so it needs a bound of its own; a healthy database takes
 // milliseconds.
 const recordTimeout = 10 * time.Second
-
-// SendRideReceiptArgs are the args of the job that emails a rider the receipt of a charged
-// ride: the JSON of phases.ReceiptJobArgs, which the API stages.
-type SendRideReceiptArgs struct {
-	// RideID alone decides uniqueness: one receipt job per ride, whatever the other args say.
-	RideID   int64  `json:"ride_id,string" river:"unique"`
-	UserID   int64  `json:"user_id"`
-	Amount   int64  `json:"amount"`   // in the currency's smallest unit, as Stripe counts it
-	Currency string `json:"currency"` // ISO 4217, lower case, as Stripe writes it
-}
-
-// Kind is the job's name in River, the same as in staged_jobs.
-func (SendRideReceiptArgs) Kind() string { return phases.ReceiptJobName }
-
-// InsertOpts makes the job unique per ride: inserting it again while one for the same ride is
-// available, scheduled, running, retryable or completed (until River cleans completed jobs out
-// after a day) inserts nothing. A discarded or cancelled job does not block a new one, so an
-// operator can re-enqueue a receipt that gave up.
-func (SendRideReceiptArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{
-		MaxAttempts: SendRideReceiptMaxAttempts,
-		UniqueOpts:  river.UniqueOpts{ByArgs: true},
-	}
-}
-
-// decodeSendRideReceipt decodes the args the API stages for a receipt (phases.ReceiptJobArgs).
-func decodeSendRideReceipt(args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
-	var staged phases.ReceiptJobArgs
-	if err := json.Unmarshal(args, &staged); err != nil {
-		return nil, nil, fmt.Errorf("error decoding %s args: %w", phases.ReceiptJobName, err)
-	}
-	// A conversion, not a copy field by field: should the staged args gain a field, this stops
-	// compiling until SendRideReceiptArgs has it too.
-	receipt := SendRideReceiptArgs(staged)
-	if err := receipt.validate(); err != nil {
-		return nil, nil, fmt.Errorf("invalid %s args %s: %w", phases.ReceiptJobName, args, err)
-	}
-	opts := receipt.InsertOpts()
-	return receipt, &opts, nil
-}
-
-func (a SendRideReceiptArgs) validate() error {
-	switch {
-	case a.RideID <= 0:
-		return errors.New("ride_id must be positive")
-	case a.UserID <= 0:
-		return errors.New("user_id must be positive")
-	case a.Amount <= 0:
-		return errors.New("amount must be positive")
-	case len(a.Currency) != 3:
-		return errors.New("currency must be a three-letter ISO 4217 code")
-	}
-	return nil
-}
 
 // SendRideReceiptWorker emails the receipt of a charged ride and records it on the ride.
 //
@@ -121,7 +59,7 @@ func (a SendRideReceiptArgs) validate() error {
 // Every copy carries the same Message-ID, derived from the ride, so a mail system that
 // deduplicates on it (many providers and clients do) shows one.
 type SendRideReceiptWorker struct {
-	river.WorkerDefaults[SendRideReceiptArgs]
+	river.WorkerDefaults[jobargs.SendRideReceipt]
 
 	pool            *pgxpool.Pool
 	mailer          mailer.Mailer
@@ -141,7 +79,7 @@ type SendRideReceiptWorker struct {
 // Work sends the receipt unless it was recorded already. An SMTP failure is returned, so River
 // retries with backoff; a job that cannot ever succeed (its ride is gone or was never charged)
 // is cancelled instead.
-func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRideReceiptArgs]) error {
+func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[jobargs.SendRideReceipt]) error {
 	started := time.Now()
 
 	// Held from the first query to the commit that records the receipt: see the type's comment.
@@ -231,7 +169,7 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 }
 
 // recordOnNewConnection is record on a connection fresh from the pool.
-func (w *SendRideReceiptWorker) recordOnNewConnection(ctx context.Context, job *river.Job[SendRideReceiptArgs], rideID int64, messageID string) (bool, error) {
+func (w *SendRideReceiptWorker) recordOnNewConnection(ctx context.Context, job *river.Job[jobargs.SendRideReceipt], rideID int64, messageID string) (bool, error) {
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error acquiring a database connection: %w", err)
@@ -243,7 +181,7 @@ func (w *SendRideReceiptWorker) recordOnNewConnection(ctx context.Context, job *
 // record records the receipt and completes the job in one transaction on conn, so that a
 // receipt is recorded exactly when its job is done. raced reports that another job had recorded
 // a receipt for the ride first; the job is completed all the same.
-func (w *SendRideReceiptWorker) record(ctx context.Context, conn *pgxpool.Conn, job *river.Job[SendRideReceiptArgs], rideID int64, messageID string) (raced bool, err error) {
+func (w *SendRideReceiptWorker) record(ctx context.Context, conn *pgxpool.Conn, job *river.Job[jobargs.SendRideReceipt], rideID int64, messageID string) (raced bool, err error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error beginning transaction: %w", err)

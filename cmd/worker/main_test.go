@@ -18,7 +18,7 @@ import (
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
-	"github.com/rocketrides/rocketrides/workers"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -65,7 +65,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := client.Insert(ctx, workers.SendRideReceiptArgs{
+	res, err := client.Insert(ctx, jobargs.SendRideReceipt{
 		RideID: rideID, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency,
 	}, nil)
 	if err != nil {
@@ -229,14 +229,14 @@ func TestKeepsDiscardedJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := client.Insert(t.Context(), workers.SendRideReceiptArgs{
+	res, err := client.Insert(t.Context(), jobargs.SendRideReceipt{
 		RideID: w.ride.ID + 1, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency,
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	completedID := res.Job.ID
-	res, err = client.Insert(t.Context(), workers.SendRideReceiptArgs{
+	res, err = client.Insert(t.Context(), jobargs.SendRideReceipt{
 		RideID: w.ride.ID + 2, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency,
 	}, nil)
 	if err != nil {
