@@ -25,39 +25,10 @@ import (
 // milliseconds.
 const recordTimeout = 10 * time.Second
 
-// SendRideReceiptWorker emails the receipt of a charged ride and records it on the ride.
-//
-// In normal operation a ride gets one receipt: the job is unique per ride, and the receipt is
-// recorded (rides.receipt_sent_at) in the same transaction that completes the job, so a job
-// that finds the receipt recorded sends nothing.
-//
-// Sending is still at least once, because the mail server and Postgres cannot share a
-// transaction. Between the moment the mail server has the whole message and the commit of that
-// transaction, the job can end without the receipt recorded, and its retry mails the rider
-// again. What is done to keep that window short:
-//
-//   - The job takes its database connection before it sends and keeps it until the commit, so
-//     recording never waits for a connection from a pool that other jobs have emptied meanwhile.
-//     (cmd/worker sizes the pool to the worker's concurrency and some; a starved pool now holds
-//     a job up before it sends, which is harmless.)
-//   - Once the message's last line has gone to the server, neither the job's cancellation (a
-//     shutdown's hard stop) nor its timeout aborts the send: the mailer waits for the server's
-//     verdict within its own SendTimeout (30 s), and recording ignores the cancellation too,
-//     within recordTimeout.
-//
-// What remains:
-//
-//   - The process dies, or loses the database, after the server accepted the message and
-//     before the commit: usually the milliseconds of one UPDATE and one commit. River rescues
-//     the job, still marked running, after RescueStuckJobsAfter (an hour by default) and mails
-//     again. A shutdown whose hard stop cannot wait for a stalled server's verdict (the process
-//     manager's SIGKILL comes first) ends the same way.
-//   - The server's final reply is lost (the connection drops, or SendTimeout passes, after the
-//     message's last line went out): the send fails, the job is retried, and the server may
-//     have delivered the first copy all the same.
-//
-// Every copy carries the same Message-ID, derived from the ride, so a mail system that
-// deduplicates on it (many providers and clients do) shows one.
+// SendRideReceiptWorker emails the receipt of a charged ride and records it on the ride, in the
+// transaction that completes the job, so that a job finding its receipt recorded sends nothing.
+// Sending stays at least once, as mail and Postgres share no transaction; the package doc says
+// where the window lies and how Work keeps it short.
 type SendRideReceiptWorker struct {
 	river.WorkerDefaults[jobargs.SendRideReceipt]
 
@@ -82,7 +53,8 @@ type SendRideReceiptWorker struct {
 func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[jobargs.SendRideReceipt]) error {
 	started := time.Now()
 
-	// Held from the first query to the commit that records the receipt: see the type's comment.
+	// Held from the first query to the commit that records the receipt, so that recording never
+	// waits for a connection that other jobs took meanwhile (see the package doc).
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("error acquiring a database connection: %w", err)
@@ -203,13 +175,9 @@ func (w *SendRideReceiptWorker) record(ctx context.Context, conn *pgxpool.Conn, 
 }
 
 // receiptLatency is how long job's receipt took from its booking to the mail server, given that
-// the server accepted it sinceStart after Work began: from when the job was staged (the start
-// of the ride's last atomic phase, which the enqueuer carries in the job's metadata, see
-// package stagedat) to the job's fetch, both read off the database's clock, plus sinceStart,
-// read off this process's. No skew between the two clocks enters it; the moment between the
-// fetch and Work's start, a millisecond or so, is left out. For a retried job, the fetch is the
-// last attempt's, and the retries' waits count. false for a job that does not say when it was
-// staged: one inserted by something other than the enqueuer.
+// the server accepted it sinceStart after Work began; the package doc says why it is free of
+// clock skew. false for a job that does not say when it was staged: one inserted by something
+// other than the enqueuer.
 func receiptLatency(job *rivertype.JobRow, sinceStart time.Duration) (time.Duration, bool) {
 	stagedAt, ok := stagedat.Read(job.Metadata)
 	if !ok || job.AttemptedAt == nil {

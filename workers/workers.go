@@ -1,7 +1,3 @@
-// Package workers holds the River workers of Rocket Rides: the background jobs that the API
-// stages in staged_jobs and the enqueuer hands to River. One file per job kind, each with its
-// worker; the args of every kind live in the leaf package jobargs, which the API and the
-// enqueuer share.
 package workers
 
 import (
