@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/rocketrides/rocketrides/api/resource"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
@@ -118,7 +119,7 @@ func (s *Server) getRide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	writeJSON(w, http.StatusOK, map[string]any{"ride": phases.NewRideJSON(ride)})
+	writeJSON(w, http.StatusOK, map[string]any{"ride": resource.NewRide(ride)})
 }
 
 // remoteIP is the address the request came from, for the audit trail. It is the TCP peer:

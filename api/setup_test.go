@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rocketrides/rocketrides/api"
+	"github.com/rocketrides/rocketrides/api/resource"
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/stripeclient"
@@ -221,7 +222,7 @@ func (b *testBundle) requireNothingStored(t *testing.T) {
 }
 
 // rideCreated decodes a 201 body.
-func (r *response) rideCreated(t *testing.T) phases.RideCreatedBody {
+func (r *response) rideCreated(t *testing.T) resource.RideCreated {
 	t.Helper()
 	if r.status != http.StatusCreated {
 		t.Fatalf("want 201, got %d: %s", r.status, r.body)
@@ -229,7 +230,7 @@ func (r *response) rideCreated(t *testing.T) phases.RideCreatedBody {
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("want application/json, got %q", ct)
 	}
-	var body phases.RideCreatedBody
+	var body resource.RideCreated
 	if err := json.Unmarshal(r.body, &body); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 type testBundle struct {
@@ -172,7 +173,7 @@ func (b *testBundle) requireFinishedCharged(t *testing.T, key *models.Idempotenc
 		t.Fatalf("want 1 ride for the user, got %d", n)
 	}
 	if n := b.Count(t, `SELECT count(*) FROM staged_jobs WHERE job_name = $1 AND (job_args->>'ride_id')::bigint = $2`,
-		phases.ReceiptJobName, ride.ID); n != 1 {
+		jobargs.SendRideReceiptKind, ride.ID); n != 1 {
 		t.Fatalf("want 1 staged receipt for the ride, got %d", n)
 	}
 }

@@ -22,7 +22,7 @@ import (
 const NotifyChannel = "staged_jobs"
 
 // DecodeFunc turns a staged job into the River job to insert for it. The enqueuer knows no job
-// kinds; the package that works the jobs does, and supplies this (workers.DecodeStagedJob).
+// kinds; the package of the jobs' args does, and supplies this (jobargs.DecodeStagedJob).
 // opts may be nil. An error sets the staged job aside (see RunOnce) rather than failing the batch:
 // a staged job that does not decode now never will.
 type DecodeFunc func(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error)
@@ -38,7 +38,7 @@ type Config struct {
 	// fallback for a notification missed while its listening connection was down. Default 1 s.
 	PollInterval time.Duration
 
-	// JobNames are the staged job names that the DecodeFunc knows (workers.StagedJobNames()).
+	// JobNames are the staged job names that the DecodeFunc knows (jobargs.StagedJobNames()).
 	// Required. The enqueuer takes only staged jobs of these names and leaves any other row
 	// staged and untouched: during a rolling deploy a newer API may stage a job that this
 	// release has no worker for, and that job must wait for the newer enqueuer rather than be

@@ -16,7 +16,7 @@ import (
 	"github.com/rocketrides/rocketrides/enqueuer"
 	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 func TestRunOnce(t *testing.T) {
@@ -26,8 +26,8 @@ func TestRunOnce(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		e := b.enqueuer(t, enqueuer.DecodeRaw, enqueuer.Config{})
-		want := phases.ReceiptJobArgs{RideID: 7, UserID: 3, Amount: 2000, Currency: "usd"}
-		b.stage(t, phases.ReceiptJobName, want)
+		want := jobargs.SendRideReceipt{RideID: 7, UserID: 3, Amount: 2000, Currency: "usd"}
+		b.stage(t, jobargs.SendRideReceiptKind, want)
 
 		runOnce(t, e, enqueuer.Result{Enqueued: 1})
 
@@ -35,10 +35,10 @@ func TestRunOnce(t *testing.T) {
 		if len(jobs) != 1 {
 			t.Fatalf("want 1 River job, got %d", len(jobs))
 		}
-		if jobs[0].Kind != phases.ReceiptJobName || jobs[0].State != "available" {
-			t.Errorf("want an available %s job, got %s %s", phases.ReceiptJobName, jobs[0].State, jobs[0].Kind)
+		if jobs[0].Kind != jobargs.SendRideReceiptKind || jobs[0].State != "available" {
+			t.Errorf("want an available %s job, got %s %s", jobargs.SendRideReceiptKind, jobs[0].State, jobs[0].Kind)
 		}
-		var got phases.ReceiptJobArgs
+		var got jobargs.SendRideReceipt
 		if err := json.Unmarshal(jobs[0].Args, &got); err != nil || got != want {
 			t.Errorf("want args %+v, got %s (%v)", want, jobs[0].Args, err)
 		}
@@ -260,7 +260,7 @@ func TestRunOnce(t *testing.T) {
 	t.Run("LeavesJobsOfUnknownNamesStaged", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		// As workers.DecodeStagedJob: it knows its own jobs only.
+		// As jobargs.DecodeStagedJob: it knows its own jobs only.
 		decode := func(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
 			if jobName != testJobName {
 				return nil, nil, fmt.Errorf("unknown job name %q", jobName)

@@ -30,7 +30,7 @@ func (a RawJobArgs) MarshalJSON() ([]byte, error) {
 }
 
 // DecodeRaw is a DecodeFunc that hands every staged job to River as it is: kind job_name, the
-// staged arguments, River's default insert options. Production wires workers.DecodeStagedJob.
+// staged arguments, River's default insert options. Production wires jobargs.DecodeStagedJob.
 func DecodeRaw(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
 	if jobName == "" {
 		return nil, nil, errors.New("job name is empty")

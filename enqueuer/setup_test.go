@@ -12,11 +12,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
 	"github.com/rocketrides/rocketrides/enqueuer"
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // testJobName is the kind of the jobs the tests stage, unless they stage receipts.
@@ -42,7 +43,7 @@ func setup(t *testing.T) *testBundle {
 }
 
 // testJobNames are the job names an enqueuer of the tests knows unless the test says otherwise.
-var testJobNames = []string{testJobName, phases.ReceiptJobName}
+var testJobNames = []string{testJobName, jobargs.SendRideReceiptKind}
 
 // enqueuer returns an enqueuer on the bundle's database, stopped when the test ends. It knows
 // testJobNames unless config names others.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocketrides/rocketrides/api/resource"
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/models"
 )
@@ -74,7 +75,7 @@ func (b *testBundle) requireUnlockedAt(t *testing.T, rider *ridetest.Rider, poin
 }
 
 // requireCreated checks a 201 outcome and returns its body.
-func requireCreated(t *testing.T, outcome *Outcome, err error) RideCreatedBody {
+func requireCreated(t *testing.T, outcome *Outcome, err error) resource.RideCreated {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("want 201, got error: %s", err)
@@ -82,7 +83,7 @@ func requireCreated(t *testing.T, outcome *Outcome, err error) RideCreatedBody {
 	if outcome.StatusCode != 201 {
 		t.Fatalf("want 201, got %d: %s", outcome.StatusCode, outcome.Body)
 	}
-	var body RideCreatedBody
+	var body resource.RideCreated
 	if err := json.Unmarshal(outcome.Body, &body); err != nil {
 		t.Fatalf("error decoding body %s: %s", outcome.Body, err)
 	}
@@ -90,7 +91,7 @@ func requireCreated(t *testing.T, outcome *Outcome, err error) RideCreatedBody {
 }
 
 // requireCreate runs req and requires a 201.
-func (b *testBundle) requireCreate(t *testing.T, req *CreateRideRequest) RideCreatedBody {
+func (b *testBundle) requireCreate(t *testing.T, req *CreateRideRequest) resource.RideCreated {
 	t.Helper()
 	outcome, err := b.executor.CreateRide(context.Background(), req)
 	return requireCreated(t, outcome, err)

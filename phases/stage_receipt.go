@@ -5,20 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/rocketrides/rocketrides/api/resource"
 	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
-
-// ReceiptJobName is the job that emails a rider the receipt for a charged ride.
-const ReceiptJobName = "send_ride_receipt"
-
-// ReceiptJobArgs are the staged receipt job's arguments. The worker that sends receipts
-// decodes exactly this JSON.
-type ReceiptJobArgs struct {
-	RideID   int64  `json:"ride_id,string"` // a string, as in the API: ids are 63 random bits
-	UserID   int64  `json:"user_id"`
-	Amount   int64  `json:"amount"`
-	Currency string `json:"currency"`
-}
 
 // stageReceipt is the phase from charge_created to finished. Mailing a receipt is a foreign
 // state mutation too, but not one the rider has to wait for: the job is staged in staged_jobs
@@ -32,7 +22,7 @@ func (e *Executor) stageReceipt(ctx context.Context, tx *phaseTx, r *run) (Phase
 		return nil, fmt.Errorf("bug: ride %d has no charge at %s", r.ride.ID, models.RecoveryPointChargeCreated)
 	}
 
-	args, err := json.Marshal(ReceiptJobArgs{
+	args, err := json.Marshal(jobargs.SendRideReceipt{
 		RideID:   r.ride.ID,
 		UserID:   r.key.UserID,
 		Amount:   RideAmountCents,
@@ -41,7 +31,7 @@ func (e *Executor) stageReceipt(ctx context.Context, tx *phaseTx, r *run) (Phase
 	if err != nil {
 		return nil, fmt.Errorf("error encoding receipt job: %w", err)
 	}
-	models.StagedJobInsert(&tx.Writes, ReceiptJobName, args)
+	models.StagedJobInsert(&tx.Writes, jobargs.SendRideReceiptKind, args)
 
-	return Response{Status: statusCreated, Body: NewRideCreatedBody(r.ride)}, nil
+	return Response{Status: statusCreated, Body: resource.NewRideCreated(r.ride)}, nil
 }

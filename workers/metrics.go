@@ -11,20 +11,8 @@ import (
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
-
-// rocketrides_receipts_total is counted from two places, each the only one that knows its part:
-//
-//   - sent and logged by the worker itself (SendRideReceiptWorker.Work), once the receipt is
-//     recorded: only the worker knows that a message went out, and whether to a mail server
-//     or to the log. A completed job that sent nothing (its receipt was recorded already) is
-//     not counted.
-//   - failed, discarded and cancelled by CountFailures, from River's events, which carry the
-//     state River wrote for the attempt. River alone decides between failed and discarded
-//     (attempts left, an error handler), and a job interrupted by a shutdown is neither: it
-//     goes back to available without using up an attempt. Counting in Work would have to guess
-//     all that again.
 
 // failureEventsBuffer is the size of CountFailures's subscription channel. River drops events
 // that do not fit (and logs a warning); the reader only increments a counter, so a backlog
@@ -33,8 +21,9 @@ import (
 const failureEventsBuffer = 10_000
 
 // CountFailures counts in m the receipt job attempts that River reports failed, discarded or
-// cancelled (see above). Call it before client.Start, so that no event is missed; counting ends
-// when River stops, or when stop is called.
+// cancelled: River alone knows which an attempt was (see the package doc). Call it before
+// client.Start, so that no event is missed; counting ends when River stops, or when stop is
+// called.
 func CountFailures(client *river.Client[pgx.Tx], m *metrics.Worker) (stop func()) {
 	events, stop := client.SubscribeConfig(&river.SubscribeConfig{
 		ChanSize: failureEventsBuffer,
@@ -42,7 +31,7 @@ func CountFailures(client *river.Client[pgx.Tx], m *metrics.Worker) (stop func()
 	})
 	go func() {
 		for ev := range events {
-			if ev.Job.Kind != phases.ReceiptJobName {
+			if ev.Job.Kind != jobargs.SendRideReceiptKind {
 				continue
 			}
 			switch {

@@ -7,11 +7,12 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // receiptMessage renders the receipt of ride: what was charged, for which ride, and the charge
 // to quote to support.
-func receiptMessage(ride *models.Ride, user *models.User, args SendRideReceiptArgs, from, messageIDDomain string) *mailer.Message {
+func receiptMessage(ride *models.Ride, user *models.User, args jobargs.SendRideReceipt, from, messageIDDomain string) *mailer.Message {
 	amount := formatAmount(args.Amount, args.Currency)
 	chargeID := ""
 	if ride.StripeChargeID != nil {

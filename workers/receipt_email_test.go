@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 func TestFormatAmount(t *testing.T) {
@@ -43,7 +44,7 @@ func TestReceiptMessage(t *testing.T) {
 		StripeChargeID: &charge, UserID: 7,
 	}
 	user := &models.User{ID: 7, Email: "rider@example.com"}
-	args := SendRideReceiptArgs{RideID: 123, UserID: 7, Amount: 2000, Currency: "usd"}
+	args := jobargs.SendRideReceipt{RideID: 123, UserID: 7, Amount: 2000, Currency: "usd"}
 
 	m := receiptMessage(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
 	if m.To != "rider@example.com" || m.From != "Rocket Rides <receipts@rocketrides.example>" {

@@ -2,7 +2,6 @@ package workers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,110 +17,20 @@ import (
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
-
-// SendRideReceiptMaxAttempts is how often a receipt is tried before River discards the job.
-// With River's default backoff (attempt⁴ seconds) ten attempts span about four hours: a mail
-// server's bad afternoon is ridden out, and past that a person should look at the discarded job
-// rather than the rider getting a receipt days late. The worker keeps discarded jobs until then
-// (`admin list-failed-jobs` lists them; `admin retry-job` puts one back to work).
-const SendRideReceiptMaxAttempts = 10
 
 // recordTimeout bounds recording a receipt that has been sent. That step ignores the job's
 // cancellation (see Work), so it needs a bound of its own; a healthy database takes
 // milliseconds.
 const recordTimeout = 10 * time.Second
 
-// SendRideReceiptArgs are the args of the job that emails a rider the receipt of a charged
-// ride: the JSON of phases.ReceiptJobArgs, which the API stages.
-type SendRideReceiptArgs struct {
-	// RideID alone decides uniqueness: one receipt job per ride, whatever the other args say.
-	RideID   int64  `json:"ride_id,string" river:"unique"`
-	UserID   int64  `json:"user_id"`
-	Amount   int64  `json:"amount"`   // in the currency's smallest unit, as Stripe counts it
-	Currency string `json:"currency"` // ISO 4217, lower case, as Stripe writes it
-}
-
-// Kind is the job's name in River, the same as in staged_jobs.
-func (SendRideReceiptArgs) Kind() string { return phases.ReceiptJobName }
-
-// InsertOpts makes the job unique per ride: inserting it again while one for the same ride is
-// available, scheduled, running, retryable or completed (until River cleans completed jobs out
-// after a day) inserts nothing. A discarded or cancelled job does not block a new one, so an
-// operator can re-enqueue a receipt that gave up.
-func (SendRideReceiptArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{
-		MaxAttempts: SendRideReceiptMaxAttempts,
-		UniqueOpts:  river.UniqueOpts{ByArgs: true},
-	}
-}
-
-// decodeSendRideReceipt decodes the args the API stages for a receipt (phases.ReceiptJobArgs).
-func decodeSendRideReceipt(args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
-	var staged phases.ReceiptJobArgs
-	if err := json.Unmarshal(args, &staged); err != nil {
-		return nil, nil, fmt.Errorf("error decoding %s args: %w", phases.ReceiptJobName, err)
-	}
-	// A conversion, not a copy field by field: should the staged args gain a field, this stops
-	// compiling until SendRideReceiptArgs has it too.
-	receipt := SendRideReceiptArgs(staged)
-	if err := receipt.validate(); err != nil {
-		return nil, nil, fmt.Errorf("invalid %s args %s: %w", phases.ReceiptJobName, args, err)
-	}
-	opts := receipt.InsertOpts()
-	return receipt, &opts, nil
-}
-
-func (a SendRideReceiptArgs) validate() error {
-	switch {
-	case a.RideID <= 0:
-		return errors.New("ride_id must be positive")
-	case a.UserID <= 0:
-		return errors.New("user_id must be positive")
-	case a.Amount <= 0:
-		return errors.New("amount must be positive")
-	case len(a.Currency) != 3:
-		return errors.New("currency must be a three-letter ISO 4217 code")
-	}
-	return nil
-}
-
-// SendRideReceiptWorker emails the receipt of a charged ride and records it on the ride.
-//
-// In normal operation a ride gets one receipt: the job is unique per ride, and the receipt is
-// recorded (rides.receipt_sent_at) in the same transaction that completes the job, so a job
-// that finds the receipt recorded sends nothing.
-//
-// Sending is still at least once, because the mail server and Postgres cannot share a
-// transaction. Between the moment the mail server has the whole message and the commit of that
-// transaction, the job can end without the receipt recorded, and its retry mails the rider
-// again. What is done to keep that window short:
-//
-//   - The job takes its database connection before it sends and keeps it until the commit, so
-//     recording never waits for a connection from a pool that other jobs have emptied meanwhile.
-//     (cmd/worker sizes the pool to the worker's concurrency and some; a starved pool now holds
-//     a job up before it sends, which is harmless.)
-//   - Once the message's last line has gone to the server, neither the job's cancellation (a
-//     shutdown's hard stop) nor its timeout aborts the send: the mailer waits for the server's
-//     verdict within its own SendTimeout (30 s), and recording ignores the cancellation too,
-//     within recordTimeout.
-//
-// What remains:
-//
-//   - The process dies, or loses the database, after the server accepted the message and
-//     before the commit: usually the milliseconds of one UPDATE and one commit. River rescues
-//     the job, still marked running, after RescueStuckJobsAfter (an hour by default) and mails
-//     again. A shutdown whose hard stop cannot wait for a stalled server's verdict (the process
-//     manager's SIGKILL comes first) ends the same way.
-//   - The server's final reply is lost (the connection drops, or SendTimeout passes, after the
-//     message's last line went out): the send fails, the job is retried, and the server may
-//     have delivered the first copy all the same.
-//
-// Every copy carries the same Message-ID, derived from the ride, so a mail system that
-// deduplicates on it (many providers and clients do) shows one.
+// SendRideReceiptWorker emails the receipt of a charged ride and records it on the ride, in the
+// transaction that completes the job, so that a job finding its receipt recorded sends nothing.
+// Sending stays at least once, as mail and Postgres share no transaction; the package doc says
+// where the window lies and how Work keeps it short.
 type SendRideReceiptWorker struct {
-	river.WorkerDefaults[SendRideReceiptArgs]
+	river.WorkerDefaults[jobargs.SendRideReceipt]
 
 	pool            *pgxpool.Pool
 	mailer          mailer.Mailer
@@ -141,10 +50,11 @@ type SendRideReceiptWorker struct {
 // Work sends the receipt unless it was recorded already. An SMTP failure is returned, so River
 // retries with backoff; a job that cannot ever succeed (its ride is gone or was never charged)
 // is cancelled instead.
-func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRideReceiptArgs]) error {
+func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[jobargs.SendRideReceipt]) error {
 	started := time.Now()
 
-	// Held from the first query to the commit that records the receipt: see the type's comment.
+	// Held from the first query to the commit that records the receipt, so that recording never
+	// waits for a connection that other jobs took meanwhile (see the package doc).
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("error acquiring a database connection: %w", err)
@@ -231,7 +141,7 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[SendRid
 }
 
 // recordOnNewConnection is record on a connection fresh from the pool.
-func (w *SendRideReceiptWorker) recordOnNewConnection(ctx context.Context, job *river.Job[SendRideReceiptArgs], rideID int64, messageID string) (bool, error) {
+func (w *SendRideReceiptWorker) recordOnNewConnection(ctx context.Context, job *river.Job[jobargs.SendRideReceipt], rideID int64, messageID string) (bool, error) {
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error acquiring a database connection: %w", err)
@@ -243,7 +153,7 @@ func (w *SendRideReceiptWorker) recordOnNewConnection(ctx context.Context, job *
 // record records the receipt and completes the job in one transaction on conn, so that a
 // receipt is recorded exactly when its job is done. raced reports that another job had recorded
 // a receipt for the ride first; the job is completed all the same.
-func (w *SendRideReceiptWorker) record(ctx context.Context, conn *pgxpool.Conn, job *river.Job[SendRideReceiptArgs], rideID int64, messageID string) (raced bool, err error) {
+func (w *SendRideReceiptWorker) record(ctx context.Context, conn *pgxpool.Conn, job *river.Job[jobargs.SendRideReceipt], rideID int64, messageID string) (raced bool, err error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error beginning transaction: %w", err)
@@ -265,13 +175,9 @@ func (w *SendRideReceiptWorker) record(ctx context.Context, conn *pgxpool.Conn, 
 }
 
 // receiptLatency is how long job's receipt took from its booking to the mail server, given that
-// the server accepted it sinceStart after Work began: from when the job was staged (the start
-// of the ride's last atomic phase, which the enqueuer carries in the job's metadata, see
-// package stagedat) to the job's fetch, both read off the database's clock, plus sinceStart,
-// read off this process's. No skew between the two clocks enters it; the moment between the
-// fetch and Work's start, a millisecond or so, is left out. For a retried job, the fetch is the
-// last attempt's, and the retries' waits count. false for a job that does not say when it was
-// staged: one inserted by something other than the enqueuer.
+// the server accepted it sinceStart after Work began; the package doc says why it is free of
+// clock skew. false for a job that does not say when it was staged: one inserted by something
+// other than the enqueuer.
 func receiptLatency(job *rivertype.JobRow, sinceStart time.Duration) (time.Duration, bool) {
 	stagedAt, ok := stagedat.Read(job.Metadata)
 	if !ok || job.AttemptedAt == nil {

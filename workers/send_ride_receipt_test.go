@@ -13,6 +13,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 func TestSendRideReceiptWorker(t *testing.T) {
@@ -296,7 +297,7 @@ func TestSendRideReceiptWorker(t *testing.T) {
 	})
 }
 
-func TestSendRideReceiptArgsUniquePerRide(t *testing.T) {
+func TestSendRideReceiptUniquePerRide(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ride := b.newRide(t, b.rider, "ch_unique")
@@ -309,7 +310,7 @@ func TestSendRideReceiptArgsUniquePerRide(t *testing.T) {
 	// The same ride with other args (a different amount) is still the same receipt.
 	changed := receiptArgs(ride)
 	changed.Amount = 999
-	for _, args := range []SendRideReceiptArgs{receiptArgs(ride), changed} {
+	for _, args := range []jobargs.SendRideReceipt{receiptArgs(ride), changed} {
 		res, err := b.client.Insert(t.Context(), args, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -319,7 +320,7 @@ func TestSendRideReceiptArgsUniquePerRide(t *testing.T) {
 		}
 	}
 	// The enqueuer's path: decoded from staged_jobs and inserted with the returned options.
-	jobArgs, opts, err := DecodeStagedJob("send_ride_receipt", fmt.Appendf(nil, `{"ride_id":"%d","user_id":%d,"amount":2000,"currency":"usd"}`, ride.ID, b.rider.ID))
+	jobArgs, opts, err := jobargs.DecodeStagedJob("send_ride_receipt", fmt.Appendf(nil, `{"ride_id":"%d","user_id":%d,"amount":2000,"currency":"usd"}`, ride.ID, b.rider.ID))
 	if err != nil {
 		t.Fatal(err)
 	}

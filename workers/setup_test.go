@@ -16,12 +16,14 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 const testMailFrom = "Rocket Rides <receipts@rocketrides.example>"
@@ -146,11 +148,11 @@ func (b *testBundle) newRide(t *testing.T, user *models.User, chargeID string) *
 }
 
 // receiptArgs are the args the API stages for ride.
-func receiptArgs(ride *models.Ride) SendRideReceiptArgs {
-	return SendRideReceiptArgs{RideID: ride.ID, UserID: ride.UserID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency}
+func receiptArgs(ride *models.Ride) jobargs.SendRideReceipt {
+	return jobargs.SendRideReceipt{RideID: ride.ID, UserID: ride.UserID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency}
 }
 
-func (b *testBundle) insertJob(t *testing.T, args SendRideReceiptArgs, opts *river.InsertOpts) *rivertype.JobRow {
+func (b *testBundle) insertJob(t *testing.T, args jobargs.SendRideReceipt, opts *river.InsertOpts) *rivertype.JobRow {
 	t.Helper()
 	res, err := b.client.Insert(t.Context(), args, opts)
 	if err != nil {

@@ -1,16 +1,10 @@
-// Package workers holds the River workers of Rocket Rides: the background jobs that the API
-// stages in staged_jobs and the enqueuer hands to River. One file per job kind, each with its
-// args (the job's JSON and insert options) and its worker.
 package workers
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/mail"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,7 +12,6 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/metrics"
-	"github.com/rocketrides/rocketrides/phases"
 )
 
 // Deps is what the workers need from the process that runs them.
@@ -36,7 +29,8 @@ type Deps struct {
 	Metrics *metrics.Worker
 }
 
-// Register adds every worker of this package to workers.
+// Register adds every worker of this package to workers: one for each of
+// jobargs.StagedJobNames, so that no job the enqueuer hands River lacks a worker.
 func Register(workers *river.Workers, deps Deps) error {
 	if deps.Pool == nil || deps.Mailer == nil || deps.Logger == nil {
 		return errors.New("workers need a pool, a mailer and a logger")
@@ -61,33 +55,4 @@ func Register(workers *river.Workers, deps Deps) error {
 		return fmt.Errorf("error registering the receipt worker: %w", err)
 	}
 	return nil
-}
-
-// ErrUnknownJobName is returned by DecodeStagedJob for a job name no worker here handles. The
-// enqueuer does not meet it in practice: it takes only the rows of StagedJobNames, which reads
-// the same table as DecodeStagedJob, and leaves a job staged by a newer release where it is.
-var ErrUnknownJobName = errors.New("unknown job name")
-
-// stagedJobDecoders decode the args of each job name that the API stages and this package has a
-// worker for, one entry per job kind. StagedJobNames and DecodeStagedJob both read it, so that
-// the enqueuer never takes a staged job that DecodeStagedJob does not know.
-var stagedJobDecoders = map[string]func(args json.RawMessage) (river.JobArgs, *river.InsertOpts, error){
-	phases.ReceiptJobName: decodeSendRideReceipt,
-}
-
-// StagedJobNames are the staged job names DecodeStagedJob knows, sorted, for
-// enqueuer.Config.JobNames.
-func StagedJobNames() []string {
-	return slices.Sorted(maps.Keys(stagedJobDecoders))
-}
-
-// DecodeStagedJob turns a row of staged_jobs into the typed args River inserts, with the insert
-// options of the job kind (uniqueness, attempts), so that the enqueuer can hand any staged job
-// to River without knowing the kinds. Args that fail to decode or validate are an error.
-func DecodeStagedJob(jobName string, args json.RawMessage) (river.JobArgs, *river.InsertOpts, error) {
-	decode, ok := stagedJobDecoders[jobName]
-	if !ok {
-		return nil, nil, fmt.Errorf("%w %q", ErrUnknownJobName, jobName)
-	}
-	return decode(args)
 }

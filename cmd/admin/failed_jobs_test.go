@@ -18,7 +18,7 @@ import (
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
-	"github.com/rocketrides/rocketrides/workers"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // testBundle is a database with a rider and two charged rides, and the binaries that
@@ -142,7 +142,7 @@ func TestFailedJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inserted, err := client.Insert(t.Context(), workers.SendRideReceiptArgs{
+	inserted, err := client.Insert(t.Context(), jobargs.SendRideReceipt{
 		RideID: b.rideA, UserID: b.userID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency,
 	}, &river.InsertOpts{MaxAttempts: 1})
 	if err != nil {
@@ -161,7 +161,7 @@ func TestFailedJobs(t *testing.T) {
 	if err := b.pool.QueryRow(t.Context(), `
 		INSERT INTO staged_jobs (job_name, job_args)
 		VALUES ($1, jsonb_build_object('ride_id', $2::bigint::text, 'user_id', $3::bigint, 'amount', 2000, 'currency', ''))
-		RETURNING id`, phases.ReceiptJobName, b.rideB, b.userID).Scan(&stagedNum); err != nil {
+		RETURNING id`, jobargs.SendRideReceiptKind, b.rideB, b.userID).Scan(&stagedNum); err != nil {
 		t.Fatal(err)
 	}
 	stagedID := fmt.Sprintf("staged:%d", stagedNum)
@@ -175,13 +175,13 @@ func TestFailedJobs(t *testing.T) {
 			t.Fatalf("want the discarded job and the failed staged job, got %+v", jobs)
 		}
 		staged, discarded := jobs[0], jobs[1]
-		if staged.ID != stagedID || staged.Source != "staged" || staged.Kind != phases.ReceiptJobName ||
+		if staged.ID != stagedID || staged.Source != "staged" || staged.Kind != jobargs.SendRideReceiptKind ||
 			!strings.Contains(staged.LastError, "currency must be a three-letter ISO 4217 code") ||
 			len(staged.Errors) != 1 || staged.Errors[0].Error != staged.LastError || !staged.Errors[0].At.Equal(staged.FailedAt) ||
 			rideID(t, staged.Args) != fmt.Sprint(b.rideB) || staged.Attempt != 0 {
 			t.Errorf("want the failed staged job first, with the enqueuer's error; got %+v", staged)
 		}
-		if discarded.ID != riverID || discarded.Source != "river" || discarded.Kind != phases.ReceiptJobName ||
+		if discarded.ID != riverID || discarded.Source != "river" || discarded.Kind != jobargs.SendRideReceiptKind ||
 			discarded.Attempt != 1 || discarded.MaxAttempts != 1 || len(discarded.Errors) != 1 ||
 			discarded.Errors[0].Attempt != 1 || !strings.HasSuffix(discarded.Errors[0].Error, `554 "5.7.1 Relay access denied"`) ||
 			discarded.LastError != discarded.Errors[0].Error || discarded.Errors[0].At.IsZero() ||
@@ -272,7 +272,7 @@ func TestFailedJobs(t *testing.T) {
 		for {
 			var n int
 			if err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'ride_id' = $2`,
-				phases.ReceiptJobName, fmt.Sprint(b.rideB)).Scan(&n); err != nil {
+				jobargs.SendRideReceiptKind, fmt.Sprint(b.rideB)).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			if n == 1 {
@@ -330,7 +330,7 @@ func TestRetryJobCancelled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inserted, err := client.Insert(t.Context(), workers.SendRideReceiptArgs{
+	inserted, err := client.Insert(t.Context(), jobargs.SendRideReceipt{
 		RideID: b.rideA, UserID: b.userID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency,
 	}, nil)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
-	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // receiptTimeline is one receipt's way from its booking to the mail server (see receipts.go
@@ -53,7 +53,7 @@ func receiptTimelines(ctx context.Context, databaseURL string, bookings []*booki
 			var metadata []byte
 			err := conn.QueryRow(ctx, `
 				SELECT created_at, attempted_at, attempt, metadata FROM river_job
-				WHERE kind = $1 AND args->>'ride_id' = $2`, phases.ReceiptJobName, b.rideID).
+				WHERE kind = $1 AND args->>'ride_id' = $2`, jobargs.SendRideReceiptKind, b.rideID).
 				Scan(&tl.enqueuing, &tl.fetched, &tl.attempts, &metadata)
 			if err != nil {
 				return fmt.Errorf("error reading the receipt job of ride %s: %w", b.rideID, err)

@@ -10,7 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // Settling bounds, far above what settling takes: the completer needs its min age, or a lock
@@ -106,7 +106,7 @@ func (s *soak) drain(ctx context.Context) error {
 			SELECT (SELECT count(*) FROM staged_jobs),
 			       (SELECT count(*) FROM river_job WHERE kind = $1 AND state NOT IN ('completed', 'cancelled', 'discarded')),
 			       (SELECT count(*) FROM rides r JOIN idempotency_keys k ON k.id = r.idempotency_key_id
-			        WHERE k.response_code = 201 AND r.receipt_sent_at IS NULL)`, phases.ReceiptJobName).
+			        WHERE k.response_code = 201 AND r.receipt_sent_at IS NULL)`, jobargs.SendRideReceiptKind).
 			Scan(&staged, &pending, &unsent)
 		if err != nil {
 			return fmt.Errorf("error watching the drain: %w", err)
@@ -132,7 +132,7 @@ func (s *soak) drain(ctx context.Context) error {
 
 // retryWaitingJobs makes receipt jobs waiting for a retry available now.
 func (s *soak) retryWaitingJobs(ctx context.Context, riverClient *river.Client[pgx.Tx]) error {
-	rows, err := s.st.pool.Query(ctx, `SELECT id FROM river_job WHERE kind = $1 AND state IN ('retryable', 'scheduled')`, phases.ReceiptJobName)
+	rows, err := s.st.pool.Query(ctx, `SELECT id FROM river_job WHERE kind = $1 AND state IN ('retryable', 'scheduled')`, jobargs.SendRideReceiptKind)
 	if err != nil {
 		return fmt.Errorf("error finding waiting receipt jobs: %w", err)
 	}

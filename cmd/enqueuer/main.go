@@ -10,7 +10,7 @@ import (
 	"github.com/rocketrides/rocketrides/enqueuer"
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/metrics"
-	"github.com/rocketrides/rocketrides/workers"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 func main() {
@@ -43,9 +43,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	reg := bootstrap.NewRegistry(pool)
-	enq, err := enqueuer.New(pool, riverClient, workers.DecodeStagedJob, logger, enqueuer.Config{
+	enq, err := enqueuer.New(pool, riverClient, jobargs.DecodeStagedJob, logger, enqueuer.Config{
 		PollInterval: cfg.EnqueuerPollInterval,
-		JobNames:     workers.StagedJobNames(),
+		JobNames:     jobargs.StagedJobNames(),
 		Metrics:      metrics.NewEnqueuer(reg),
 	})
 	if err != nil {

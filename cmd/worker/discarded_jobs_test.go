@@ -7,9 +7,10 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/phases"
-	"github.com/rocketrides/rocketrides/workers"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // TestKeepsDiscardedJobs runs the worker over three receipt jobs that ended a month ago: one
@@ -24,14 +25,14 @@ func TestKeepsDiscardedJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := client.Insert(t.Context(), workers.SendRideReceiptArgs{
+	res, err := client.Insert(t.Context(), jobargs.SendRideReceipt{
 		RideID: w.ride.ID + 1, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency,
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	completedID := res.Job.ID
-	res, err = client.Insert(t.Context(), workers.SendRideReceiptArgs{
+	res, err = client.Insert(t.Context(), jobargs.SendRideReceipt{
 		RideID: w.ride.ID + 2, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency,
 	}, nil)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 	"github.com/rocketrides/rocketrides/phases"
-	"github.com/rocketrides/rocketrides/workers"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // TestMetrics runs the worker with METRICS_ADDR and scrapes what became of its receipts, and
@@ -24,7 +24,7 @@ func TestMetrics(t *testing.T) {
 	t.Run("LoggedAndCancelled", func(t *testing.T) {
 		t.Parallel()
 		w := setup(t)
-		w.insertJob(t, workers.SendRideReceiptArgs{RideID: w.ride.ID + 1000, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency})
+		w.insertJob(t, jobargs.SendRideReceipt{RideID: w.ride.ID + 1000, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency})
 
 		p := proctest.Start(t, bin, []string{"DATABASE_URL=" + w.url, "METRICS_ADDR=127.0.0.1:0"})
 		proctest.WaitMetrics(t, p, proctest.MetricsURL(t, p), map[string]float64{
@@ -57,7 +57,7 @@ func TestMetrics(t *testing.T) {
 		}, 30*time.Second)
 
 		server.FailNext(1, "451 4.3.0 Try again later")
-		w.insertJob(t, workers.SendRideReceiptArgs{RideID: w.ride.ID, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency})
+		w.insertJob(t, jobargs.SendRideReceipt{RideID: w.ride.ID, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency})
 		proctest.WaitMetrics(t, p, url, map[string]float64{
 			`rocketrides_receipts_total{result="sent"}`:      1,
 			`rocketrides_receipts_total{result="failed"}`:    1,
@@ -74,7 +74,7 @@ func TestMetrics(t *testing.T) {
 }
 
 // insertJob inserts a receipt job with args, as the enqueuer would.
-func (w *testBundle) insertJob(t *testing.T, args workers.SendRideReceiptArgs) {
+func (w *testBundle) insertJob(t *testing.T, args jobargs.SendRideReceipt) {
 	t.Helper()
 	client, err := river.NewClient(riverpgxv5.New(w.pool), &river.Config{})
 	if err != nil {

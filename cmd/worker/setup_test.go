@@ -9,11 +9,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
-	"github.com/rocketrides/rocketrides/workers"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // testBundle is a fresh database holding one charged ride whose receipt job waits in River.
@@ -58,7 +59,7 @@ func setup(t *testing.T) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := client.Insert(ctx, workers.SendRideReceiptArgs{
+	res, err := client.Insert(ctx, jobargs.SendRideReceipt{
 		RideID: rideID, UserID: w.rider.ID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency,
 	}, nil)
 	if err != nil {

@@ -33,7 +33,7 @@ type Worker struct {
 // receiptLatencyBuckets are rocketrides_receipt_latency_seconds's buckets: fine below a second,
 // where a receipt that rides the notifications lands (tens of milliseconds) and one that waited
 // for a poll (up to a second) can be told apart, then coarse up to the four hours that River's
-// retries of a failing mail server span (workers.SendRideReceiptMaxAttempts).
+// retries of a failing mail server span (jobargs.SendRideReceiptMaxAttempts).
 var receiptLatencyBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 14400}
 
 // NewWorker returns the worker's series, registered with reg (nil: unregistered).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rocketrides/rocketrides/api/resource"
 	"github.com/rocketrides/rocketrides/client"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
@@ -114,7 +115,7 @@ func newHistory(ids *idSource, userID int64, start, end time.Time) (*history, er
 		StripeChargeID:   &chargeID,
 		UserID:           userID,
 	}
-	body, err := json.Marshal(phases.NewRideCreatedBody(&ride))
+	body, err := json.Marshal(resource.NewRideCreated(&ride))
 	if err != nil {
 		return nil, fmt.Errorf("error encoding response: %w", err)
 	}

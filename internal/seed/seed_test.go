@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rocketrides/rocketrides/api/resource"
 	"github.com/rocketrides/rocketrides/internal/seed"
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/migrations"
@@ -243,7 +244,7 @@ func checkHistory(t *testing.T, pool *pgxpool.Pool, rides, riders int, seededFro
 			t.Errorf("key %d's response names ride %q charged %q, want %d charged %s",
 				key.ID, stored.Ride.ID, stored.Ride.StripeChargeID, ride.ID, *ride.StripeChargeID)
 		}
-		wantBody, err := json.Marshal(phases.NewRideCreatedBody(ride))
+		wantBody, err := json.Marshal(resource.NewRideCreated(ride))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
-	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // testBundle is one test's world: a fresh database with a rider, and the observations a healthy
@@ -175,7 +175,7 @@ func (b *testBundle) insertReceiptJob(t *testing.T, rideID int64, state string) 
 		VALUES (jsonb_build_object('ride_id', $1::bigint::text), $2, 10, 'default', $3::river_job_state,
 		        CASE WHEN $3 IN ('completed', 'cancelled', 'discarded') THEN now() END,
 		        CASE WHEN $3 <> 'available' THEN now() END, CASE WHEN $3 = 'available' THEN 0 ELSE 1 END)`,
-		rideID, phases.ReceiptJobName, state)
+		rideID, jobargs.SendRideReceiptKind, state)
 }
 
 // check runs Check and requires exactly the rules want to have fired.
@@ -362,7 +362,7 @@ func TestCheck(t *testing.T) {
 		bk := b.book(t)
 		b.exec(t, `UPDATE rides SET receipt_sent_at = NULL, receipt_message_id = NULL WHERE id = $1`, bk.rideID)
 		b.exec(t, `INSERT INTO river_job (args, kind, max_attempts, queue, state, finalized_at)
-			VALUES (jsonb_build_object('ride_id', $1::bigint::text), $2, 10, 'default', 'discarded', now())`, bk.rideID, phases.ReceiptJobName)
+			VALUES (jsonb_build_object('ride_id', $1::bigint::text), $2, 10, 'default', 'discarded', now())`, bk.rideID, jobargs.SendRideReceiptKind)
 		b.observed.Mailbox.Emails = nil
 		report := b.check(t, RuleReceiptMissing)
 		if d := report.Violations[0].Detail; !strings.Contains(d, "discarded") {
@@ -447,7 +447,7 @@ func TestCheck(t *testing.T) {
 	t.Run("StagedJobLeft", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.exec(t, `INSERT INTO staged_jobs (job_name, job_args) VALUES ($1, '{"ride_id": 1}')`, phases.ReceiptJobName)
+		b.exec(t, `INSERT INTO staged_jobs (job_name, job_args) VALUES ($1, '{"ride_id": 1}')`, jobargs.SendRideReceiptKind)
 		b.check(t, RuleStagedJobLeft)
 	})
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // snapshot is the database as the checker sees it: the rows of every table an invariant
@@ -120,7 +120,7 @@ func readSnapshot(ctx context.Context, db Beginner) (*snapshot, error) {
 		SELECT id, state::text, (args->>'ride_id')::bigint, attempt
 		FROM river_job WHERE kind = $1 ORDER BY id`,
 		func(row pgx.Rows, j *riverJobRow) error { return row.Scan(&j.ID, &j.State, &j.RideID, &j.Attempt) },
-		phases.ReceiptJobName); err != nil {
+		jobargs.SendRideReceiptKind); err != nil {
 		return nil, fmt.Errorf("error reading receipt jobs: %w", err)
 	}
 	return s, nil

@@ -1,0 +1,51 @@
+// Package resource holds the API's resources as clients see them in JSON. It is a leaf,
+// importing only models, because two packages that must not import each other render a ride:
+// phases stores the 201 body in a request's last atomic phase, where a retry replays it byte for
+// byte, and api serves GET /rides/{id}. api/openapi.yaml describes the same shapes.
+package resource
+
+import (
+	"time"
+
+	"github.com/rocketrides/rocketrides/models"
+)
+
+// Ride is how a ride looks to API clients.
+type Ride struct {
+	// ID is a string: a random 63-bit id does not survive a JavaScript client's doubles.
+	ID             int64     `json:"id,string"`
+	OriginLat      float64   `json:"origin_lat"`
+	OriginLon      float64   `json:"origin_lon"`
+	TargetLat      float64   `json:"target_lat"`
+	TargetLon      float64   `json:"target_lon"`
+	StripeChargeID *string   `json:"stripe_charge_id"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// NewRide renders ride for clients.
+func NewRide(ride *models.Ride) Ride {
+	return Ride{
+		ID:             ride.ID,
+		OriginLat:      ride.OriginLat,
+		OriginLon:      ride.OriginLon,
+		TargetLat:      ride.TargetLat,
+		TargetLon:      ride.TargetLon,
+		StripeChargeID: ride.StripeChargeID,
+		CreatedAt:      ride.CreatedAt.UTC(),
+	}
+}
+
+// RideCreated is the body of a successful ride request, stored with its idempotency key and
+// replayed to every retry.
+type RideCreated struct {
+	Message string `json:"message"`
+	Ride    Ride   `json:"ride"`
+}
+
+// NewRideCreated is the body of a successful ride request that booked ride.
+func NewRideCreated(ride *models.Ride) RideCreated {
+	return RideCreated{
+		Message: "Ride booked and paid. Your pilot is on the way!",
+		Ride:    NewRide(ride),
+	}
+}
