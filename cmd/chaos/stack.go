@@ -159,10 +159,9 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 			return nil, err
 		}
 		st.apiPorts = append(st.apiPorts, port)
-		api := newService(st.sup, events, fmt.Sprintf("api-%d", i+1), "api", st.apiEnv(i, true, i == 0))
-		if i == 0 {
-			api.envAfterCrash = st.apiEnv(i, true, false)
-		}
+		env, envAfterCrash := st.soakAPIEnv(i)
+		api := newService(st.sup, events, fmt.Sprintf("api-%d", i+1), "api", env)
+		api.envAfterCrash = envAfterCrash
 		st.apis = append(st.apis, api)
 		if err := api.start(); err != nil {
 			return nil, err
@@ -195,6 +194,16 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 	progress("stack up: %d APIs on ports %v, %d workers, enqueuer, completer; Stripe stand-in at %s, mail at %s",
 		len(st.apis), st.apiPorts, cfg.workers, stripeURL, st.smtp.Addr)
 	return st, nil
+}
+
+// soakAPIEnv is the environment the i-th API soaks in, faults armed: the first API starts with
+// its crash at forcedCrashPoint certain, and restarts after that crash with chance alone
+// (envAfterCrash; nil for the others, which keep env).
+func (st *stack) soakAPIEnv(i int) (env, envAfterCrash []string) {
+	if i == 0 {
+		return st.apiEnv(i, true, true), st.apiEnv(i, true, false)
+	}
+	return st.apiEnv(i, true, false), nil
 }
 
 // apiEnv is the environment of the i-th API, with its fault points armed when faulty. The

@@ -24,13 +24,17 @@ type OwnProcess struct {
 
 func (p OwnProcess) String() string { return fmt.Sprintf("%s (pid %d)", p.Comm, p.Pid) }
 
+// procRoot is where the kernel shows its processes; tests of this file point it elsewhere to
+// see a failed read fail the test.
+var procRoot = "/proc"
+
 // Descendants returns every process below pid, from /proc: the processes that pid started and
 // those they started in turn, whichever process group they moved to. Only these are a test's
 // own; any other process on the machine, another checkout's dev stack included, is not. It fails
 // the test when /proc cannot be read, rather than find nothing.
-func Descendants(t *testing.T, pid int) []OwnProcess {
+func Descendants(t testing.TB, pid int) []OwnProcess {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	entries, err := os.ReadDir(procRoot)
 	if err != nil {
 		t.Fatalf("error listing processes: %v", err)
 	}
@@ -56,7 +60,7 @@ func Descendants(t *testing.T, pid int) []OwnProcess {
 
 // Running reports whether p still runs: its pid exists with the same start time, and is not a
 // zombie, which has exited and waits only for its parent to read its status.
-func (p OwnProcess) Running(t *testing.T) bool {
+func (p OwnProcess) Running(t testing.TB) bool {
 	t.Helper()
 	st, ok := readStat(t, p.Pid)
 	return ok && st.Start == p.Start && st.state != "Z"
@@ -71,9 +75,9 @@ type procStat struct {
 
 // readStat reads /proc/pid/stat; ok is false if there is no such process (any more). Any other
 // error fails the test.
-func readStat(t *testing.T, pid int) (st procStat, ok bool) {
+func readStat(t testing.TB, pid int) (st procStat, ok bool) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	data, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 		return procStat{}, false
 	}
@@ -102,7 +106,7 @@ func readStat(t *testing.T, pid int) (st procStat, ok bool) {
 }
 
 // CheckNoneRunning fails the test if any of procs still runs.
-func CheckNoneRunning(t *testing.T, procs []OwnProcess) {
+func CheckNoneRunning(t testing.TB, procs []OwnProcess) {
 	t.Helper()
 	var left []string
 	for _, p := range procs {
@@ -117,7 +121,7 @@ func CheckNoneRunning(t *testing.T, procs []OwnProcess) {
 
 // CheckRunsAll fails the test unless procs hold a process of every name in comms: the list of a
 // stack's processes that a later check of what is left behind relies on.
-func CheckRunsAll(t *testing.T, procs []OwnProcess, comms ...string) {
+func CheckRunsAll(t testing.TB, procs []OwnProcess, comms ...string) {
 	t.Helper()
 	for _, comm := range comms {
 		if !slices.ContainsFunc(procs, func(p OwnProcess) bool { return p.Comm == comm }) {
