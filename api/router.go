@@ -21,6 +21,10 @@ import (
 // executor instead (phases.Config.PhaseTimeout).
 const dbReadTimeout = 5 * time.Second
 
+// PortDefault is the port the API listens on when PORT does not say, and the one the README's
+// examples and .env.example use.
+const PortDefault = 5004
+
 // Server holds what the handlers need.
 type Server struct {
 	executor *phases.Executor

@@ -6,6 +6,7 @@
 package completer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,65 +20,76 @@ import (
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/reaper"
 )
 
 // Config tunes the completer. The zero value of each field means its default.
 type Config struct {
 	// BatchSize bounds the keys one pass takes on. Keys are pushed one after another, and a
-	// key's run may wait on Stripe for up to its timeout (20 s), so a pass lasts at most about
-	// BatchSize times that. Default 100, which keeps that well under MaxAge's margin.
+	// key's run may wait on Stripe for up to its timeout, so a pass lasts at most about
+	// BatchSize times that. Default BatchSizeDefault.
 	BatchSize int
 
-	// MinAge is how old a key must be before its client counts as gone. A client retries for a
-	// while by itself (the app's backoff), and racing it for the key would only make it see
-	// 409s. Default 5 min.
+	// MinAge is how old a key must be before its client counts as gone. Default MinAgeDefault.
 	MinAge time.Duration
 
-	// MaxAge is how old a key may be and still be taken on; older ones are left to the reaper,
-	// which records them for a human. Were the reaper to delete a key while its run here was
-	// about to start, the run's first phase would find no key and start the request afresh under
-	// a new one: a second ride, and a second charge. Keeping the two apart in time rules that
-	// out. Set it to the reaper's ReapAfter less ReapMargin. Default 71 h, for the reaper's
-	// default 72 h.
-	MaxAge time.Duration
+	// ReapAfter is the reaper's ReapAfter, the age at which it deletes keys. The completer takes
+	// on no key within ReapMargin of it; older ones are left to the reaper, which records them
+	// for a human. Were the reaper to delete a key while its run here was about to start, the
+	// run's first phase would find no key and start the request afresh under a new one: a
+	// second ride, and a second charge. Keeping the two apart in time rules that out. Default
+	// reaper.ReapAfterDefault.
+	ReapAfter time.Duration
 
-	// IdleFor is how long a key must not have been run before it is taken on, so that a key
-	// that just failed is not hammered, and a live client retrying it is not raced. Default 60 s.
+	// IdleFor is how long a key must not have been run before it is taken on. Default
+	// IdleForDefault.
 	IdleFor time.Duration
 
-	// Interval is the sleep between passes that found less than a full batch. Default 5 s.
+	// Interval is the sleep between passes that found less than a full batch. Default
+	// IntervalDefault.
 	Interval time.Duration
 
 	// Metrics counts the keys each pass runs, by result. Default: a set that no registry holds.
 	Metrics *metrics.Completer
 }
 
+// Defaults of Config.
+const (
+	// BatchSizeDefault keeps a pass, each of whose keys may wait out a Stripe timeout, well
+	// under ReapMargin.
+	BatchSizeDefault = 100
+
+	// MinAgeDefault: a client retries for a while by itself (the app's backoff), and racing it
+	// for the key would only make it see 409s.
+	MinAgeDefault = 5 * time.Minute
+
+	// IdleForDefault keeps a key that just failed from being hammered, and a live client
+	// retrying it from being raced.
+	IdleForDefault = 60 * time.Second
+
+	// IntervalDefault: an abandoned request is finished within seconds of coming of age.
+	IntervalDefault = 5 * time.Second
+)
+
 // ReapMargin is how long before the reaper may delete a key the completer stops taking it on
-// (see Config.MaxAge). An hour is far more than a pass takes, even one whose every key waits out
-// a Stripe timeout.
+// (see Config.ReapAfter). An hour is far more than a pass takes, even one whose every key waits
+// out a Stripe timeout.
 const ReapMargin = time.Hour
 
 func (c Config) withDefaults() Config {
-	if c.BatchSize == 0 {
-		c.BatchSize = 100
-	}
-	if c.MinAge == 0 {
-		c.MinAge = 5 * time.Minute
-	}
-	if c.MaxAge == 0 {
-		c.MaxAge = 72*time.Hour - ReapMargin
-	}
-	if c.IdleFor == 0 {
-		c.IdleFor = 60 * time.Second
-	}
-	if c.Interval == 0 {
-		c.Interval = 5 * time.Second
-	}
+	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
+	c.MinAge = cmp.Or(c.MinAge, MinAgeDefault)
+	c.ReapAfter = cmp.Or(c.ReapAfter, reaper.ReapAfterDefault)
+	c.IdleFor = cmp.Or(c.IdleFor, IdleForDefault)
+	c.Interval = cmp.Or(c.Interval, IntervalDefault)
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewCompleter(nil)
 	}
 	return c
 }
+
+// maxAge is the age past which the completer leaves a key to the reaper.
+func (c Config) maxAge() time.Duration { return c.ReapAfter - ReapMargin }
 
 // Completer is the maintenance service that finishes abandoned requests. Any number of them may
 // run at once, beside any number of API processes: each key is taken with its own lock, the
@@ -161,7 +173,7 @@ func (c *Completer) runLoopOnce(ctx context.Context) (bool, error) {
 func (c *Completer) runOnce(ctx context.Context) (*Result, int, error) {
 	keys, err := models.IdempotencyKeyListIdleUnfinished(ctx, c.pool, models.IdempotencyKeyListIdleUnfinishedParams{
 		MinAge:  c.config.MinAge,
-		MaxAge:  c.config.MaxAge,
+		MaxAge:  c.config.maxAge(),
 		IdleFor: c.config.IdleFor,
 		Limit:   c.config.BatchSize,
 	})

@@ -1,6 +1,7 @@
 package enqueuer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,12 +31,12 @@ type DecodeFunc func(jobName string, args json.RawMessage) (river.JobArgs, *rive
 // Config tunes an Enqueuer. The zero value of each field means its default.
 type Config struct {
 	// BatchSize is the most staged jobs one RunOnce hands over, all in one transaction. Default
-	// 1000: large enough that a backlog drains in few round trips, small enough that a batch's
-	// transaction and its row locks last well under a second.
+	// BatchSizeDefault.
 	BatchSize int
 
 	// PollInterval is how long a started Enqueuer sleeps when no notification wakes it, the
-	// fallback for a notification missed while its listening connection was down. Default 1 s.
+	// fallback for a notification missed while its listening connection was down. Default
+	// PollIntervalDefault.
 	PollInterval time.Duration
 
 	// JobNames are the staged job names that the DecodeFunc knows (jobargs.StagedJobNames()).
@@ -50,13 +51,20 @@ type Config struct {
 	Metrics *metrics.Enqueuer
 }
 
+// Defaults of Config.
+const (
+	// BatchSizeDefault is large enough that a backlog drains in few round trips, small enough
+	// that a batch's transaction and its row locks last well under a second.
+	BatchSizeDefault = 1000
+
+	// PollIntervalDefault bounds how late a job whose notification was missed reaches River,
+	// at one query a second.
+	PollIntervalDefault = time.Second
+)
+
 func (c Config) withDefaults() Config {
-	if c.BatchSize == 0 {
-		c.BatchSize = 1000
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = time.Second
-	}
+	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewEnqueuer(nil)
 	}

@@ -258,7 +258,7 @@ type IdempotencyKeyListIdleUnfinishedParams struct {
 	// MinAge: keys created more recently are left to their client's own retries.
 	MinAge time.Duration
 
-	// MaxAge: keys created longer ago are left to the reaper (see the completer's MaxAge).
+	// MaxAge: keys created longer ago are left to the reaper (see completer.Config.ReapAfter).
 	MaxAge time.Duration
 
 	// IdleFor: keys run more recently than this are left alone.

@@ -76,27 +76,3 @@ func TestLease(t *testing.T) {
 		}
 	})
 }
-
-func TestConfigValidate(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		name   string
-		config Config
-		ok     bool
-	}{
-		{"Defaults", Config{}, true},
-		// 23 h 59 min 30 s plus 45 s of request: a charge could go out after Stripe forgot its key.
-		{"StripeKeyUsedPastStripesMemory", Config{StripeKeyMaxAge: 23*time.Hour + 59*time.Minute + 30*time.Second}, false},
-		{"LongRequestPastStripesMemory", Config{RequestTimeout: 2 * time.Hour}, false},
-		{"LeaseTooShort", Config{LockLease: 200 * time.Millisecond}, false},
-		{"LongLease", Config{LockLease: time.Minute}, true},
-		{"PhaseTimeoutWithinRetryBudget", Config{PhaseTimeout: time.Second, ConflictRetryBudget: 2 * time.Second}, false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if err := tt.config.Validate(); (err == nil) != tt.ok {
-				t.Fatalf("want ok %t, got %v", tt.ok, err)
-			}
-		})
-	}
-}

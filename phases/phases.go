@@ -50,7 +50,7 @@ type Config struct {
 
 	// StripeKeyMaxAge is how long after the first charge attempt we still dare re-send a charge.
 	// Stripe forgets idempotency keys after 24 h; past that, a re-sent charge could be a second
-	// charge. Default 23 h. See Validate for why it and RequestTimeout must stay under 24 h.
+	// charge. Default 23 h. See StripeKeyMemory for why it and RequestTimeout must stay under 24 h.
 	StripeKeyMaxAge time.Duration
 
 	// RequestTimeout bounds one run of a request, Stripe call included: CreateRide gives up
@@ -90,7 +90,9 @@ const (
 	PhaseTimeoutDefault        = 5 * time.Second
 )
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with each zero field set to its default: the settings an Executor of c
+// runs with.
+func (c Config) WithDefaults() Config {
 	c.LockLease = cmp.Or(c.LockLease, LockLeaseDefault)
 	c.StripeKeyMaxAge = cmp.Or(c.StripeKeyMaxAge, StripeKeyMaxAgeDefault)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, RequestTimeoutDefault)
@@ -102,40 +104,13 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// stripeKeyMemory is how long Stripe keeps an idempotency key and replays its first answer.
-const stripeKeyMemory = 24 * time.Hour
+// StripeKeyMemory is how long Stripe keeps an idempotency key and replays its first answer.
+// StripeKeyMaxAge plus RequestTimeout must stay under it: internal/bootstrap's checkRules, the
+// home of every rule that ties two settings together, says why.
+const StripeKeyMemory = 24 * time.Hour
 
-// minLockLease keeps renewals, a third of the lease apart, well above a database round trip.
-const minLockLease = time.Second
-
-// Validate checks the rules that tie the settings together, with defaults filled in:
-//
-//   - A charge is sent with the key's Stripe idempotency key only while Stripe remembers it.
-//     prepareCharge lets a charge go out only within StripeKeyMaxAge of the first attempt, and
-//     the charge then goes out within the same run, which RequestTimeout bounds, or not at all
-//     (an expired context sends nothing). So the last use of a key is at most StripeKeyMaxAge
-//     plus RequestTimeout after its first, which must be under Stripe's 24 hours. This holds
-//     whatever happens to the lease: a process frozen past it finds its context expired when it
-//     wakes.
-//   - A Stripe call needs no bound against the lease: the request renews its lease every third
-//     of it while the call runs, so the lease survives two failed renewals. If the process
-//     freezes, the lease runs out, another request takes the key over, and the frozen one is
-//     fenced out; if both reach Stripe, they send one idempotency key, and Stripe charges once.
-//   - The lease is at least a second, so that renewals stay far apart next to a round trip.
-//   - A phase's timeout leaves its conflict retries their whole budget.
-func (c Config) Validate() error {
-	c = c.withDefaults()
-	switch {
-	case c.StripeKeyMaxAge+c.RequestTimeout >= stripeKeyMemory:
-		return fmt.Errorf("a charge's Stripe key may be used up to %s after its first use (the Stripe key's max age %s plus the request timeout %s), past Stripe's memory of %s",
-			c.StripeKeyMaxAge+c.RequestTimeout, c.StripeKeyMaxAge, c.RequestTimeout, stripeKeyMemory)
-	case c.LockLease < minLockLease:
-		return fmt.Errorf("the lock lease (%s) must be at least %s", c.LockLease, minLockLease)
-	case c.PhaseTimeout <= c.ConflictRetryBudget:
-		return fmt.Errorf("the phase timeout (%s) must exceed the conflict retry budget (%s)", c.PhaseTimeout, c.ConflictRetryBudget)
-	}
-	return nil
-}
+// LockLeaseMin keeps renewals, a third of the lease apart, well above a database round trip.
+const LockLeaseMin = time.Second
 
 // Executor runs ride requests through the phases. It is safe for concurrent use; every piece
 // of request state lives in Postgres, so any number of executors in any number of processes
@@ -153,7 +128,7 @@ type Executor struct {
 // New returns an Executor that keeps its state in pool and charges through stripe.
 func New(pool *pgxpool.Pool, stripe *client.API, logger *slog.Logger, config Config) *Executor {
 	return &Executor{
-		config: config.withDefaults(),
+		config: config.WithDefaults(),
 		logger: logger,
 		pool:   pool,
 		stripe: stripe,

@@ -6,6 +6,7 @@
 package reaper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,31 +24,37 @@ import (
 // Config tunes the reaper. The zero value of each field means its default.
 type Config struct {
 	// BatchSize bounds the keys one pass deletes, and so how long its transaction holds their
-	// row locks. Default 1000.
+	// row locks. Default BatchSizeDefault.
 	BatchSize int
 
-	// ReapAfter is the age at which a key is deleted: long enough that a bug shipped on a
-	// Friday can be fixed on Monday and the completer still finds the requests it broke.
-	// Default 72 h.
+	// ReapAfter is the age at which a key is deleted. Default ReapAfterDefault.
 	ReapAfter time.Duration
 
-	// Interval is the sleep between passes that found less than a full batch. Default 1 min.
+	// Interval is the sleep between passes that found less than a full batch. Default
+	// IntervalDefault.
 	Interval time.Duration
 
 	// Metrics counts the keys each pass reaps. Default: a set that no registry holds.
 	Metrics *metrics.Reaper
 }
 
+// Defaults of Config.
+const (
+	// BatchSizeDefault keeps a pass's transaction, and its row locks, short.
+	BatchSizeDefault = 1000
+
+	// ReapAfterDefault is long enough that a bug shipped on a Friday can be fixed on Monday and
+	// the completer still finds the requests it broke.
+	ReapAfterDefault = 72 * time.Hour
+
+	// IntervalDefault: keys come of age slowly, and a minute late is no harm.
+	IntervalDefault = time.Minute
+)
+
 func (c Config) withDefaults() Config {
-	if c.BatchSize == 0 {
-		c.BatchSize = 1000
-	}
-	if c.ReapAfter == 0 {
-		c.ReapAfter = 72 * time.Hour
-	}
-	if c.Interval == 0 {
-		c.Interval = time.Minute
-	}
+	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
+	c.ReapAfter = cmp.Or(c.ReapAfter, ReapAfterDefault)
+	c.Interval = cmp.Or(c.Interval, IntervalDefault)
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewReaper(nil)
 	}

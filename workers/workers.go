@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,8 +20,8 @@ type Deps struct {
 	Pool   *pgxpool.Pool
 	Mailer mailer.Mailer
 
-	// MailFrom is the From address of receipts, as in "Rocket Rides
-	// <receipts@rocketrides.example>". Its domain is also the domain of their Message-IDs.
+	// MailFrom is the From address of receipts. Its domain is also the domain of their
+	// Message-IDs. Default MailFromDefault.
 	MailFrom string
 
 	Logger *slog.Logger
@@ -29,12 +30,17 @@ type Deps struct {
 	Metrics *metrics.Worker
 }
 
+// MailFromDefault is the receipts' From address when Deps.MailFrom does not say: a domain
+// reserved for examples, as no real one is Rocket Rides'.
+const MailFromDefault = "Rocket Rides <receipts@rocketrides.example>"
+
 // Register adds every worker of this package to workers: one for each of
 // jobargs.StagedJobNames, so that no job the enqueuer hands River lacks a worker.
 func Register(workers *river.Workers, deps Deps) error {
 	if deps.Pool == nil || deps.Mailer == nil || deps.Logger == nil {
 		return errors.New("workers need a pool, a mailer and a logger")
 	}
+	deps.MailFrom = cmp.Or(deps.MailFrom, MailFromDefault)
 	from, err := mail.ParseAddress(deps.MailFrom)
 	if err != nil {
 		return fmt.Errorf("error parsing MAIL_FROM %q: %w", deps.MailFrom, err)

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	"github.com/rocketrides/rocketrides/completer"
@@ -29,11 +28,6 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	maxAge := cfg.ReapAfter - completer.ReapMargin
-	if maxAge <= cfg.CompleterMinAge {
-		return fmt.Errorf("REAP_AFTER (%s) must exceed COMPLETER_MIN_AGE (%s) by more than %s, or the completer would never get a key before the reaper",
-			cfg.ReapAfter, cfg.CompleterMinAge, completer.ReapMargin)
-	}
 	logger, pool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(once))
 	if err != nil {
 		return err
@@ -46,11 +40,11 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	c := completer.New(pool, executor, logger, completer.Config{
-		MinAge:   cfg.CompleterMinAge,
-		MaxAge:   maxAge,
-		IdleFor:  cfg.CompleterIdleFor,
-		Interval: cfg.CompleterInterval,
-		Metrics:  metrics.NewCompleter(reg),
+		MinAge:    cfg.CompleterMinAge,
+		ReapAfter: cfg.ReapAfter,
+		IdleFor:   cfg.CompleterIdleFor,
+		Interval:  cfg.CompleterInterval,
+		Metrics:   metrics.NewCompleter(reg),
 	})
 	metrics.RegisterRequestsAwaitingReview(reg, c.RequestsAwaitingReview)
 

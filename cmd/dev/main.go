@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
@@ -33,9 +34,6 @@ func main() {
 // persistDirDefault is where -persist and -db-only keep their state, under the module's root.
 const persistDirDefault = ".data"
 
-// apiPortDefault is the API's port when PORT is unset, the one .env.example and the README use.
-const apiPortDefault = 5004
-
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	flags := flag.NewFlagSet("dev", flag.ContinueOnError)
 	persist := flags.Bool("persist", false, "keep the database and the Stripe stand-in's customers and charges in "+persistDirDefault+" between runs")
@@ -44,7 +42,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	port := apiPortDefault
+	port := api.PortDefault
 	if v := getenv("PORT"); v != "" && !*dbOnly {
 		p, err := strconv.Atoi(v)
 		if err != nil || p < 1 || p > 65535 {

@@ -50,7 +50,7 @@ func TestRunsUntilSIGTERM(t *testing.T) {
 }
 
 // TestSIGTERMWhileSending stops the worker while a receipt is on its way to the mail server.
-// The worker's hard stop comes 7 s after SIGTERM (softStopTimeout); the process manager's
+// The worker's hard stop comes 7 s after SIGTERM (the Runner's soft stop); the process manager's
 // SIGKILL would come 10 s after. A job that ends within the grace period is finished. One stuck
 // before its message is handed over is released for another worker. One whose message the server
 // has must not be released: another worker would mail it again.

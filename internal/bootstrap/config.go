@@ -4,6 +4,7 @@
 package bootstrap
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,22 +13,28 @@ import (
 	"time"
 
 	"github.com/rocketrides/rocketrides/api"
+	"github.com/rocketrides/rocketrides/completer"
+	"github.com/rocketrides/rocketrides/enqueuer"
+	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/reaper"
+	"github.com/rocketrides/rocketrides/workers"
 )
 
 // Config is every setting any process reads, parsed once from the environment. A process uses
-// the fields it needs; each field says its variable and its default.
+// the fields it needs; each field says its variable and its default, the value and the constant
+// it comes from (TestConfigDocs holds the two together).
 type Config struct {
 	// DatabaseURL (DATABASE_URL, required) is the Postgres connection string.
 	DatabaseURL string
 
-	// LogFormat (LOG_FORMAT, default "text") is "text" or "json".
+	// LogFormat (LOG_FORMAT, default "text", LogFormatDefault) is "text" or "json".
 	LogFormat string
 
 	// LogLevel (LOG_LEVEL, default "info") is debug, info, warn or error.
 	LogLevel slog.Level
 
-	// Port (PORT, default 5004) is the API's listening port.
+	// Port (PORT, default 5004, api.PortDefault) is the API's listening port.
 	Port int
 
 	// MetricsAddr (METRICS_ADDR, default unset) is the host:port where a process serves its
@@ -38,17 +45,19 @@ type Config struct {
 	// StripeAPIKey (STRIPE_API_KEY, required to charge) is the secret key charges are made with.
 	StripeAPIKey string
 
-	// StripeAPIURL (STRIPE_API_URL, default Stripe's own) is the base URL of the Stripe API.
+	// StripeAPIURL (STRIPE_API_URL, default unset: Stripe's own) is the base URL of the Stripe
+	// API.
 	StripeAPIURL string
 
-	// StripeTimeout (STRIPE_TIMEOUT, default 20s) bounds one call to Stripe. It must leave room
-	// within the API's bound on a whole request (api.CreateRideTimeout); see checkTimes.
+	// StripeTimeout (STRIPE_TIMEOUT, default 20s, stripeclient.TimeoutDefault) bounds one call to
+	// Stripe. It must leave room within the bound on a whole request; see checkRules.
 	StripeTimeout time.Duration
 
-	// LockLease (IDEMPOTENCY_KEY_LEASE, default 5s) is how long a request's lock on its key
-	// lasts unless the request renews it, which a live request does every third of it: so how
-	// soon a key is free again after its request died. It replaces the article's lock timeout,
-	// IDEMPOTENCY_KEY_LOCK_TIMEOUT, which is refused now rather than silently ignored.
+	// LockLease (IDEMPOTENCY_KEY_LEASE, default 5s, phases.LockLeaseDefault) is how long a
+	// request's lock on its key lasts unless the request renews it, which a live request does
+	// every third of it: so how soon a key is free again after its request died. At least
+	// phases.LockLeaseMin. It replaces the article's lock timeout, IDEMPOTENCY_KEY_LOCK_TIMEOUT,
+	// which is refused now rather than silently ignored.
 	LockLease time.Duration
 
 	// RateLimits are the API's limits (see api.Limits): RATE_LIMITS=off turns them all off,
@@ -69,39 +78,43 @@ type Config struct {
 	// Unset, the worker writes each rendered receipt to its log instead.
 	SMTPURL string
 
-	// MailFrom (MAIL_FROM) is the receipts' From address.
+	// MailFrom (MAIL_FROM, default "Rocket Rides <receipts@rocketrides.example>",
+	// workers.MailFromDefault) is the receipts' From address.
 	MailFrom string
 
-	// WorkerConcurrency (WORKER_CONCURRENCY, default 10) is how many jobs a worker runs at once.
+	// WorkerConcurrency (WORKER_CONCURRENCY, default 10, workers.ConcurrencyDefault) is how many
+	// jobs a worker runs at once.
 	WorkerConcurrency int
 
-	// WorkerPollInterval (WORKER_POLL_INTERVAL, default 1s) is how often the worker looks for
-	// jobs when no notification woke it: the fallback for a missed NOTIFY, one query each time.
+	// WorkerPollInterval (WORKER_POLL_INTERVAL, default 1s, workers.PollIntervalDefault) is how
+	// often the worker looks for jobs when no notification woke it: the fallback for a missed
+	// NOTIFY, one query each time. At least workers.FetchCooldown.
 	WorkerPollInterval time.Duration
 
-	// EnqueuerPollInterval (ENQUEUER_POLL_INTERVAL, default 1s) is how often the enqueuer looks
-	// for staged jobs when no notification woke it: the fallback for a missed NOTIFY.
+	// EnqueuerPollInterval (ENQUEUER_POLL_INTERVAL, default 1s, enqueuer.PollIntervalDefault) is
+	// how often the enqueuer looks for staged jobs when no notification woke it: the fallback for
+	// a missed NOTIFY.
 	EnqueuerPollInterval time.Duration
 
-	// CompleterInterval (COMPLETER_INTERVAL, default 5s) is the completer's sleep between
-	// passes that found nothing to do.
+	// CompleterInterval (COMPLETER_INTERVAL, default 5s, completer.IntervalDefault) is the
+	// completer's sleep between passes that found nothing to do.
 	CompleterInterval time.Duration
 
-	// CompleterMinAge (COMPLETER_MIN_AGE, default 5m) is how old a key must be before the
-	// completer considers its client gone; younger ones are left to the client's own retries.
+	// CompleterMinAge (COMPLETER_MIN_AGE, default 5m, completer.MinAgeDefault) is how old a key
+	// must be before the completer considers its client gone; younger ones are left to the
+	// client's own retries. It must leave the completer time before the reaper; see checkRules.
 	CompleterMinAge time.Duration
 
-	// CompleterIdleFor (COMPLETER_IDLE_FOR, default 60s) is how long a key must not have been
-	// run before the completer picks it up.
+	// CompleterIdleFor (COMPLETER_IDLE_FOR, default 60s, completer.IdleForDefault) is how long a
+	// key must not have been run before the completer picks it up.
 	CompleterIdleFor time.Duration
 
-	// ReaperInterval (REAPER_INTERVAL, default 1m) is the reaper's sleep between passes that
-	// found nothing to do.
+	// ReaperInterval (REAPER_INTERVAL, default 1m, reaper.IntervalDefault) is the reaper's sleep
+	// between passes that found nothing to do.
 	ReaperInterval time.Duration
 
-	// ReapAfter (REAP_AFTER, default 72h) is the age at which keys are deleted: long enough
-	// that a bug shipped on a Friday can be fixed on Monday and the completer still finds the
-	// requests it broke.
+	// ReapAfter (REAP_AFTER, default 72h, reaper.ReapAfterDefault) is the age at which keys are
+	// deleted.
 	ReapAfter time.Duration
 }
 
@@ -109,30 +122,25 @@ type Config struct {
 func LoadConfig(getenv func(string) string) (*Config, error) {
 	cfg := &Config{
 		DatabaseURL:  getenv("DATABASE_URL"),
-		LogFormat:    "text",
-		Port:         5004,
+		LogFormat:    LogFormatDefault,
+		Port:         api.PortDefault,
 		StripeAPIKey: getenv("STRIPE_API_KEY"),
 		StripeAPIURL: getenv("STRIPE_API_URL"),
-		// Stripe answers charges in well under a second; 20 s rides out a slow moment without
-		// coming near the lock timeout.
-		StripeTimeout: 20 * time.Second,
-		LockLease:     phases.LockLeaseDefault,
-		MetricsAddr:   getenv("METRICS_ADDR"),
-		SMTPURL:       getenv("SMTP_URL"),
-		Faults:        getenv("FAULTS"),
-		MailFrom:      "Rocket Rides <receipts@rocketrides.example>",
+		MetricsAddr:  getenv("METRICS_ADDR"),
+		SMTPURL:      getenv("SMTP_URL"),
+		Faults:       getenv("FAULTS"),
+		MailFrom:     cmp.Or(getenv("MAIL_FROM"), workers.MailFromDefault),
 
-		WorkerConcurrency:    10,
-		WorkerPollInterval:   time.Second,
-		EnqueuerPollInterval: time.Second,
-		CompleterInterval:    5 * time.Second,
-		CompleterMinAge:      5 * time.Minute,
-		CompleterIdleFor:     60 * time.Second,
-		ReaperInterval:       time.Minute,
-		ReapAfter:            72 * time.Hour,
-	}
-	if v := getenv("MAIL_FROM"); v != "" {
-		cfg.MailFrom = v
+		StripeTimeout:        stripeclient.TimeoutDefault,
+		LockLease:            phases.LockLeaseDefault,
+		WorkerConcurrency:    workers.ConcurrencyDefault,
+		WorkerPollInterval:   workers.PollIntervalDefault,
+		EnqueuerPollInterval: enqueuer.PollIntervalDefault,
+		CompleterInterval:    completer.IntervalDefault,
+		CompleterMinAge:      completer.MinAgeDefault,
+		CompleterIdleFor:     completer.IdleForDefault,
+		ReaperInterval:       reaper.IntervalDefault,
+		ReapAfter:            reaper.ReapAfterDefault,
 	}
 
 	var errs []string
@@ -170,12 +178,20 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	}
 	parseDuration("STRIPE_TIMEOUT", &cfg.StripeTimeout)
 	parseDuration("IDEMPOTENCY_KEY_LEASE", &cfg.LockLease)
+	if cfg.LockLease > 0 && cfg.LockLease < phases.LockLeaseMin {
+		errs = append(errs, fmt.Sprintf("IDEMPOTENCY_KEY_LEASE must be at least %s, so that its renewals stay far apart next to a database round trip, not %s",
+			phases.LockLeaseMin, cfg.LockLease))
+	}
 	if getenv("IDEMPOTENCY_KEY_LOCK_TIMEOUT") != "" {
-		errs = append(errs, "IDEMPOTENCY_KEY_LOCK_TIMEOUT is gone: a key's lock is now a lease its request renews, "+
-			"set with IDEMPOTENCY_KEY_LEASE (default 5s); unset IDEMPOTENCY_KEY_LOCK_TIMEOUT")
+		errs = append(errs, fmt.Sprintf("IDEMPOTENCY_KEY_LOCK_TIMEOUT is gone: a key's lock is now a lease its request renews, "+
+			"set with IDEMPOTENCY_KEY_LEASE (default %s); unset IDEMPOTENCY_KEY_LOCK_TIMEOUT", phases.LockLeaseDefault))
 	}
 	parseDuration("ENQUEUER_POLL_INTERVAL", &cfg.EnqueuerPollInterval)
 	parseDuration("WORKER_POLL_INTERVAL", &cfg.WorkerPollInterval)
+	if cfg.WorkerPollInterval > 0 && cfg.WorkerPollInterval < workers.FetchCooldown {
+		errs = append(errs, fmt.Sprintf("WORKER_POLL_INTERVAL must be at least %s, the worker's shortest time between fetches, not %s",
+			workers.FetchCooldown, cfg.WorkerPollInterval))
+	}
 	parseDuration("COMPLETER_INTERVAL", &cfg.CompleterInterval)
 	parseDuration("COMPLETER_MIN_AGE", &cfg.CompleterMinAge)
 	parseDuration("COMPLETER_IDLE_FOR", &cfg.CompleterIdleFor)
@@ -213,24 +229,10 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	}
 
 	if len(errs) == 0 {
-		errs = append(errs, checkTimes(cfg)...)
+		errs = append(errs, checkRules(cfg, cfg.executorConfig().WithDefaults())...)
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration: %s", strings.Join(errs, "; "))
 	}
 	return cfg, nil
-}
-
-// checkTimes checks the settings that must fit together (see phases.Config.Validate for the
-// derivations): the lease, and a Stripe call that can be answered within its request.
-func checkTimes(cfg *Config) []string {
-	var errs []string
-	if err := (phases.Config{LockLease: cfg.LockLease}).Validate(); err != nil {
-		errs = append(errs, "IDEMPOTENCY_KEY_LEASE: "+err.Error())
-	}
-	if cfg.StripeTimeout >= phases.RequestTimeoutDefault {
-		errs = append(errs, fmt.Sprintf("STRIPE_TIMEOUT (%s) must be under the request timeout (%s), or no charge could be answered within its request",
-			cfg.StripeTimeout, phases.RequestTimeoutDefault))
-	}
-	return errs
 }

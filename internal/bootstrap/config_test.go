@@ -48,6 +48,15 @@ func TestLoadConfig(t *testing.T) {
 		}
 	})
 
+	// A lease far longer than its default is no mistake: renewals only come further apart.
+	t.Run("LongLease", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := LoadConfig(env(map[string]string{"IDEMPOTENCY_KEY_LEASE": "1m"}))
+		if err != nil || cfg.LockLease != time.Minute {
+			t.Fatalf("want a lease of a minute, got %v", err)
+		}
+	})
+
 	for _, tt := range []struct {
 		name string
 		env  map[string]string
@@ -65,6 +74,8 @@ func TestLoadConfig(t *testing.T) {
 		{"ZeroWorkerPoll", map[string]string{"WORKER_POLL_INTERVAL": "0s"}, "WORKER_POLL_INTERVAL"},
 		{"StripeTimeoutPastTheRequest", map[string]string{"STRIPE_TIMEOUT": "60s"}, "under the request timeout"},
 		{"LeaseTooShort", map[string]string{"IDEMPOTENCY_KEY_LEASE": "500ms"}, "at least 1s"},
+		{"WorkerPollUnderTheFetchCooldown", map[string]string{"WORKER_POLL_INTERVAL": "10ms"}, "WORKER_POLL_INTERVAL must be at least 25ms"},
+		{"ReaperBeforeTheCompleter", map[string]string{"REAP_AFTER": "30m"}, "REAP_AFTER"},
 		{"LockTimeoutIsGone", map[string]string{"IDEMPOTENCY_KEY_LOCK_TIMEOUT": "90s"}, "IDEMPOTENCY_KEY_LEASE"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -28,6 +28,11 @@ func NewStripe(cfg *Config, reg prometheus.Registerer) (*client.API, error) {
 	}), nil
 }
 
+// executorConfig is the phase executor's configuration that cfg sets; checkRules checks it.
+func (cfg *Config) executorConfig() phases.Config {
+	return phases.Config{LockLease: cfg.LockLease, SimulateErrors: cfg.SimulateErrors}
+}
+
 // NewExecutor returns the phase executor the configuration describes, for the processes that
 // drive ride requests (the API and the completer), with its series and its Stripe client's in
 // reg.
@@ -36,11 +41,8 @@ func NewExecutor(cfg *Config, pool *pgxpool.Pool, logger *slog.Logger, reg prome
 	if err != nil {
 		return nil, err
 	}
-	config := phases.Config{
-		LockLease:      cfg.LockLease,
-		SimulateErrors: cfg.SimulateErrors,
-		Metrics:        metrics.NewPhases(reg),
-	}
+	config := cfg.executorConfig()
+	config.Metrics = metrics.NewPhases(reg)
 	injector, err := faults.Parse(cfg.Faults, logger)
 	if err != nil {
 		return nil, err

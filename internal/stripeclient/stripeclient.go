@@ -3,6 +3,7 @@
 package stripeclient
 
 import (
+	"cmp"
 	"net/http"
 	"time"
 
@@ -18,8 +19,9 @@ type Config struct {
 	// at the Stripe stand-in.
 	URL string
 
-	// Timeout bounds one call. It must stay well under the idempotency key lock timeout, so
-	// that a request stuck on Stripe gives up before another request may take its key over.
+	// Timeout bounds one call. Default TimeoutDefault. It must leave room within the request's
+	// own bound (phases.Config.RequestTimeout), or no charge could be answered within its
+	// request; internal/bootstrap's checkRules checks that.
 	Timeout time.Duration
 
 	// Transport, if set, replaces http.DefaultTransport. Note that Go's transport itself
@@ -28,12 +30,16 @@ type Config struct {
 	Transport http.RoundTripper
 }
 
+// TimeoutDefault bounds a call to Stripe when Config.Timeout does not: Stripe answers charges in
+// well under a second, and 20 s rides out a slow moment with room to spare within the request.
+const TimeoutDefault = 20 * time.Second
+
 // New returns a client with stripe-go's own retries turned off. stripe-go would otherwise retry
 // inside one call, invisibly and past our timeout budget; we retry instead, at the level of the
 // request, where the recovery point and the lock are.
 func New(cfg Config) *client.API {
 	backendConfig := &stripe.BackendConfig{
-		HTTPClient:        &http.Client{Timeout: cfg.Timeout, Transport: cfg.Transport},
+		HTTPClient:        &http.Client{Timeout: cmp.Or(cfg.Timeout, TimeoutDefault), Transport: cfg.Transport},
 		MaxNetworkRetries: stripe.Int64(0),
 		// The caller logs failures at its boundary; stripe-go's own logging would duplicate them.
 		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},

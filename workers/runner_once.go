@@ -1,4 +1,4 @@
-package main
+package workers
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,11 +13,11 @@ import (
 	"github.com/riverqueue/river/rivertype"
 )
 
-// idlePollInterval is how often -once looks for jobs left to start: short, as it only delays
+// idlePollInterval is how often RunOnce looks for jobs left to start: short, as it only delays
 // the exit of a run whose work is done.
 const idlePollInterval = 100 * time.Millisecond
 
-// onceCounts is the line -once prints: how the jobs it worked ended. Each attempt is counted
+// onceCounts is the line RunOnce prints (the worker's -once): how the jobs it worked ended. Each attempt is counted
 // once: failed are attempts that failed and will be retried later, discarded are jobs that failed
 // for the last time, cancelled are jobs given up as pointless (a ride that no longer exists).
 type onceCounts struct {
@@ -28,13 +27,14 @@ type onceCounts struct {
 	Cancelled int `json:"cancelled"`
 }
 
-// runOnce works jobs until none is available to start, stops River (which waits for the
-// running ones), and prints the counts. A signal ends it early, counts still printed.
-func runOnce(ctx context.Context, client *river.Client[pgx.Tx], logger *slog.Logger, out io.Writer) error {
+// RunOnce works jobs until none is available to start, stops River (which waits for the running
+// ones; see stop), and prints the counts to out as one JSON line. ctx ending (a signal) ends it
+// early, counts still printed.
+func (r *Runner) RunOnce(ctx context.Context, out io.Writer) error {
 	// Subscribed before Start so that no event is missed; River closes the channel when it has
 	// stopped and delivered the last one. Counting runs alongside, as River drops events that
 	// would overflow the channel's buffer.
-	events, unsubscribe := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
+	events, unsubscribe := r.client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
 	countsc := make(chan onceCounts, 1)
 	go func() {
 		var counts onceCounts
@@ -53,12 +53,12 @@ func runOnce(ctx context.Context, client *river.Client[pgx.Tx], logger *slog.Log
 		countsc <- counts
 	}()
 
-	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
+	if err := r.client.Start(context.WithoutCancel(ctx)); err != nil {
 		unsubscribe()
 		return fmt.Errorf("error starting River: %w", err)
 	}
-	waitErr := waitUntilNothingAvailable(ctx, client)
-	stopErr := stop(client, logger)
+	waitErr := waitUntilNothingAvailable(ctx, r.client)
+	stopErr := r.stop()
 	unsubscribe() // a no-op when River closed the channel already, as it does on a clean stop
 
 	if err := json.NewEncoder(out).Encode(<-countsc); err != nil {
