@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/rocketrides/rocketrides/internal/devenv/race"
 	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
@@ -132,6 +134,13 @@ func (p *process) stop() error {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 		return fmt.Errorf("%s did not stop within %s of SIGTERM, killed it; its log ends with:\n%s", p.name, supervisor.StopTimeout, p.logTail())
+	}
+	// Built with -race when bench is (its tests), a process that found a race exits 66 when
+	// stopped, and its report may be far from the log's tail.
+	if log, err := os.ReadFile(p.logPath); err == nil {
+		if reports := race.Reports(string(log)); len(reports) > 0 {
+			return fmt.Errorf("%s reported data races:\n%s", p.name, strings.Join(reports, "\n"))
+		}
 	}
 	if !p.cmd.ProcessState.Success() {
 		return fmt.Errorf("%s stopped with %s; its log ends with:\n%s", p.name, p.cmd.ProcessState, p.logTail())

@@ -125,7 +125,10 @@ func soakAndCheck(ctx context.Context, cfg *config, events *eventLog, progress f
 	if err != nil {
 		return fmt.Errorf("error bringing the stack up: %w", err)
 	}
-	defer func() { err = errors.Join(err, st.close()) }()
+	defer func() {
+		err = errors.Join(err, st.close())
+		sum.addRaces(st.sup.RaceReports()) // all there, now that every process has exited
+	}()
 	sum.Timings.BringUp = seconds(time.Since(t0))
 
 	s := newSoak(cfg, st, events, progress)

@@ -12,13 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocketrides/rocketrides/internal/devenv/race"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
 // TestSoak runs the chaos binary for 40 s, as CI does, and requires that it found every
 // invariant held, with faults of every kind fired and a fair number of rides booked through
-// them, no request set aside for review, and each receipt mailed once, but for the stated
-// allowance. The seed is printed, so that a failing schedule can be replayed with -seed.
+// them, no request set aside for review, each receipt mailed once, but for the stated
+// allowance, and no data race in any process (with -race, chaos and the processes it builds have
+// the race detector). The seed is printed, so that a failing schedule can be replayed with -seed.
 func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the soak takes about a minute")
@@ -40,6 +42,9 @@ func TestSoak(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	t.Logf("chaos output:\n%s", out.String())
+	for _, report := range race.Reports(out.String()) {
+		t.Errorf("chaos reported a data race:\n%s", report)
+	}
 	if err != nil {
 		t.Logf("tail of the processes' log:\n%s", tail(t, logPath, 80))
 		if last := lastWordsOfUnexpectedExits(logPath, 20); last != "" {

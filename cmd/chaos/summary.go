@@ -112,6 +112,14 @@ func (sum *summary) addSoak(s *soak) {
 	sum.StripeChargeRequests = s.stripeChargeRequests
 }
 
+// addRaces takes in the race detector's reports in the processes' output, each a failure. A
+// chaos built with -race, as TestSoak's is, builds the processes with it (supervisor.Build).
+func (sum *summary) addRaces(reports []string) {
+	for _, r := range reports {
+		sum.Failures = append(sum.Failures, "data race in "+r)
+	}
+}
+
 // addEvents takes in what the processes' logs told.
 func (sum *summary) addEvents(l *eventLog) {
 	c := l.counts()

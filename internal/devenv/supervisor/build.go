@@ -9,8 +9,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"syscall"
+
+	"github.com/rocketrides/rocketrides/internal/devenv/race"
 )
 
 // Build compiles ./cmd/<name> for every name of the module at root, and puts the binaries in
@@ -23,7 +26,22 @@ import (
 // each start the API, and `go run ./cmd/dev` starts in a second the second time. Each caller
 // gets binaries of its own in binDir, so that a rebuild for a later change of the sources never
 // swaps a binary under a caller that is running it.
+//
+// A caller built with the race detector gets commands built with it too (see package race):
+// `go test -race ./...` then checks the processes its tests start, where the most concurrent
+// code runs. `go run ./cmd/dev` and cmd/bench, built without it, build without it.
 func Build(ctx context.Context, root, binDir string, names ...string) error {
+	pkgs := make([]string, len(names))
+	for i, name := range names {
+		pkgs[i] = "./cmd/" + name
+	}
+	return BuildPackages(ctx, root, binDir, pkgs...)
+}
+
+// BuildPackages is Build for main packages named by their path from root, such as
+// "./cmd/api"; a binary is named by the last element of its path. Tests use it for programs of
+// their own, which must be built as the commands are.
+func BuildPackages(ctx context.Context, root, binDir string, pkgs ...string) error {
 	shared, err := SharedBinDir(root)
 	if err != nil {
 		return err
@@ -34,18 +52,21 @@ func Build(ctx context.Context, root, binDir string, names ...string) error {
 	}
 	defer unlock()
 
-	args := []string{"build", "-o", shared + string(os.PathSeparator)}
-	for _, name := range names {
-		args = append(args, "./cmd/"+name)
+	args := []string{"build"}
+	if race.Enabled {
+		args = append(args, "-race")
 	}
+	args = append(args, "-o", shared+string(os.PathSeparator))
+	args = append(args, pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("error building commands: %w\n%s", err, out)
 	}
-	for _, name := range names {
+	for _, pkg := range pkgs {
+		name := path.Base(pkg)
 		if err := linkOrCopy(filepath.Join(shared, name), filepath.Join(binDir, name)); err != nil {
-			return fmt.Errorf("error copying the binary of cmd/%s: %w", name, err)
+			return fmt.Errorf("error copying the binary of %s: %w", pkg, err)
 		}
 	}
 	return nil
@@ -54,7 +75,9 @@ func Build(ctx context.Context, root, binDir string, names ...string) error {
 // SharedBinDir returns the directory in which Build builds the commands of the module at root,
 // creating it if need be: one per checkout, so that two worktrees do not rebuild over each
 // other, in the user's cache directory (~/.cache/rocketrides on Linux), or the temporary
-// directory if there is none.
+// directory if there is none. Builds with the race detector have a directory of their own
+// (suffix raceDirSuffix), so that a `go test -race` run and a `go run ./cmd/dev` take turns
+// without relinking every command each time.
 func SharedBinDir(root string) (string, error) {
 	base, err := os.UserCacheDir()
 	if err != nil {
@@ -62,11 +85,17 @@ func SharedBinDir(root string) (string, error) {
 	}
 	sum := sha256.Sum256([]byte(root))
 	dir := filepath.Join(base, "rocketrides", "bin-"+hex.EncodeToString(sum[:8]))
+	if race.Enabled {
+		dir += raceDirSuffix
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("error creating the directory for built commands: %w", err)
 	}
 	return dir, nil
 }
+
+// raceDirSuffix ends the name of a shared directory of commands built with the race detector.
+const raceDirSuffix = "-race"
 
 // lockDir takes an exclusive lock on dir, held until unlock is called or the process exits, so
 // that processes building into dir at once take turns: two go builds writing one binary could

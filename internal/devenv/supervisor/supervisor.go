@@ -13,11 +13,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/rocketrides/rocketrides/internal/devenv/race"
 )
 
 // StopTimeout is how long a process gets to exit after SIGTERM before it is killed. The
@@ -49,6 +52,7 @@ type Supervisor struct {
 
 	mu     sync.Mutex
 	procs  []*Process
+	races  []string // race reports in the children's output, each after its label
 	exited chan *Process
 }
 
@@ -118,10 +122,13 @@ func (s *Supervisor) Start(label, name string, env []string, args ...string) (*P
 }
 
 func (s *Supervisor) copyLines(label string, r io.Reader, lines chan<- string) {
+	var races race.Collector
+	defer func() { s.addRaces(label, races.Reports()) }()
 	scanner := bufio.NewScanner(r)
 	scanner.Buffer(make([]byte, 64<<10), 1<<20)
 	for scanner.Scan() {
 		s.out.Line(label, scanner.Text())
+		races.Line(scanner.Text())
 		if lines != nil {
 			select {
 			case lines <- scanner.Text():
@@ -129,6 +136,25 @@ func (s *Supervisor) copyLines(label string, r io.Reader, lines chan<- string) {
 			}
 		}
 	}
+}
+
+// addRaces records reports, race reports in the output of the process labelled label.
+func (s *Supervisor) addRaces(label string, reports []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range reports {
+		s.races = append(s.races, label+": "+r)
+	}
+}
+
+// RaceReports returns the race detector's reports in the output of every process run so far,
+// each after the label of its process: with commands built with -race (see Build), a caller
+// such as cmd/chaos fails on them, since a race is a bug even where no check caught its effect.
+// A process's reports are all there once it has exited.
+func (s *Supervisor) RaceReports() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.races)
 }
 
 // FirstLine waits up to 30 s for the first stdout line that starts with prefix.
@@ -189,6 +215,7 @@ func (s *Supervisor) RunToEnd(ctx context.Context, name string, env []string, ar
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	err := cmd.Run()
+	s.addRaces(name, race.Reports(buf.String()))
 	for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
 		if line != "" {
 			s.out.Line(name, line)
@@ -206,6 +233,7 @@ func (s *Supervisor) Output(ctx context.Context, name string, env []string, args
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
+	s.addRaces(name, race.Reports(stderr.String()))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s failed: %w: %s", name, strings.Join(args, " "), err, stderr.String())
 	}

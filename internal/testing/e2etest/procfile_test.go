@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rocketrides/rocketrides/client"
+	"github.com/rocketrides/rocketrides/internal/devenv/race"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 )
@@ -43,7 +44,7 @@ const apiMetricsPortOffset = 50
 // start), books a ride and waits for its receipt and the simulator's rides, reads every
 // process's /metrics on the port the Procfile gives it while all run, stops the manager and
 // checks that every process exited 0 within the grace period .foreman sets, that nothing was
-// killed, and that no process, lock or running job is left; then it stops the database as the
+// killed, that the manager exited 0, and that no process, lock or running job is left; then it stops the database as the
 // README says, with kill, and checks that none of its processes is left either. The managers
 // must be installed, so it runs under the procfile build tag:
 // `go test -tags procfile -run TestProcfile ./internal/testing/e2etest` (.ci/run installs them and runs it).
@@ -230,7 +231,7 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 	if err := run.stop(manager); err != nil {
 		t.Fatal(err)
 	}
-	manager.Wait(t, 2*grace)
+	managerCode := manager.Wait(t, 2*grace)
 	took := time.Since(stopping)
 	t.Logf("%s stopped every process in %s", run.manager, took.Round(time.Millisecond))
 	if took > grace {
@@ -239,6 +240,12 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 	output := manager.Output()
 	if strings.Contains(output, "SIGKILL") {
 		t.Fatalf("want every process to stop within the manager's grace period:\n%s", output)
+	}
+	// The manager's own status, which a service manager or a script goes by: foreman's is that
+	// of the first process to exit, and node-foreman's its own. Each process's status is in the
+	// manager's output.
+	if managerCode != 0 {
+		t.Errorf("want %s to exit 0 after a clean stop, got %d", run.manager, managerCode)
 	}
 	for _, name := range procfileProcesses {
 		if !hasLine(output, name+".1", run.cleanExit) {
@@ -447,13 +454,24 @@ func runStep(t *testing.T, dir string, env []string, line string) string {
 }
 
 // goEnv is the Go settings of this test's environment (GOCACHE, GOFLAGS, ...), which a user's
-// shell would have too.
+// shell would have too. A test run with -race adds -race to GOFLAGS, so that the README's builds
+// make the processes under the manager with the race detector, as proctest.Build does: a race
+// report in the manager's output then fails the test (proctest.Start).
 func goEnv() []string {
 	var env []string
+	goflags := ""
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "GO") {
+		if value, ok := strings.CutPrefix(kv, "GOFLAGS="); ok {
+			goflags = value
+		} else if strings.HasPrefix(kv, "GO") {
 			env = append(env, kv)
 		}
+	}
+	if race.Enabled {
+		goflags = strings.TrimSpace(goflags + " -race")
+	}
+	if goflags != "" {
+		env = append(env, "GOFLAGS="+goflags)
 	}
 	return env
 }

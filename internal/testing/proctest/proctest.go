@@ -19,23 +19,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocketrides/rocketrides/internal/devenv/race"
 	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
 var (
 	buildMu  sync.Mutex
 	buildDir string
-	built    = map[string]string{}
+	built    = map[string]string{} // binaries by package path
 )
 
 // Build compiles ./cmd/<name> of this module and returns the path of the binary, built once per
 // test binary. The build goes through supervisor.Build, which links each command once for all
-// the test binaries of a `go test ./...` run, and once more only when its sources change.
+// the test binaries of a `go test ./...` run, and once more only when its sources change, and
+// builds it with the race detector when the test binary has it.
 func Build(t testing.TB, name string) string {
+	t.Helper()
+	return BuildPackage(t, "./cmd/"+name)
+}
+
+// BuildPackage is Build for a main package named by its path from the module's root, such as a
+// test's own program under testdata.
+func BuildPackage(t testing.TB, pkg string) string {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if path, ok := built[name]; ok {
+	if path, ok := built[pkg]; ok {
 		return path
 	}
 	root, err := supervisor.ModuleRoot()
@@ -51,11 +60,11 @@ func Build(t testing.TB, name string) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
-	if err := supervisor.Build(ctx, root, buildDir, name); err != nil {
-		t.Fatalf("error building cmd/%s: %s", name, err)
+	if err := supervisor.BuildPackages(ctx, root, buildDir, pkg); err != nil {
+		t.Fatalf("error building %s: %s", pkg, err)
 	}
-	path := filepath.Join(buildDir, name)
-	built[name] = path
+	path := filepath.Join(buildDir, filepath.Base(pkg))
+	built[pkg] = path
 	return path
 }
 
@@ -80,6 +89,10 @@ func Start(t testing.TB, path string, env []string, args ...string) *Process {
 }
 
 // StartIn is Start with the working directory dir.
+//
+// A race report in the process's output fails the test when it ends: a binary built by Build
+// has the race detector when the test binary has it, and a race in a child is the test's bug as
+// much as one in the test binary itself.
 func StartIn(t testing.TB, dir, path string, env []string, args ...string) *Process {
 	t.Helper()
 	p := &Process{Name: filepath.Base(path), out: &SyncBuffer{}, done: make(chan struct{})}
@@ -100,6 +113,7 @@ func StartIn(t testing.TB, dir, path string, env []string, args ...string) *Proc
 	}()
 	t.Cleanup(func() {
 		p.Kill()
+		checkRaces(t, p.Name, p.Output())
 		if t.Failed() {
 			t.Logf("output of %s:\n%s", p.Name, p.Output())
 		}
@@ -153,7 +167,8 @@ func (p *Process) Exited() bool {
 	}
 }
 
-// Run runs path to completion and returns its stdout, stderr and exit code.
+// Run runs path to completion and returns its stdout, stderr and exit code. A race report in its
+// output fails the test, as Start's does.
 func Run(t testing.TB, path string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -166,7 +181,16 @@ func Run(t testing.TB, path string, env []string, args ...string) (stdout, stder
 	if err != nil && cmd.ProcessState == nil {
 		t.Fatalf("error running %s: %s", path, err)
 	}
+	checkRaces(t, filepath.Base(path), outBuf.String()+"\n"+errBuf.String())
 	return outBuf.String(), errBuf.String(), cmd.ProcessState.ExitCode()
+}
+
+// checkRaces fails the test with each race report in output, the output of the process name.
+func checkRaces(t testing.TB, name, output string) {
+	t.Helper()
+	for _, report := range race.Reports(output) {
+		t.Errorf("%s reported a data race:\n%s", name, report)
+	}
 }
 
 // FreePort returns a port for a process to listen on, and perhaps again after a restart (see
