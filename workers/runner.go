@@ -118,6 +118,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("error starting River: %w", err)
 	}
+	r.deps.Logger.InfoContext(ctx, "Worker: started", slog.Int("concurrency", r.config.Concurrency))
 	<-ctx.Done()
 	r.deps.Logger.Info("Worker: stopping, letting running jobs finish")
 	return r.stop()

@@ -40,6 +40,11 @@ func TestServiceAsSeparateProcesses(t *testing.T) {
 	for i, url := range apiURLs {
 		proctest.WaitHTTP(t, procs[i], url+"/readyz", 15*time.Second)
 	}
+	// The others are up once they say so: a SIGTERM at the end must find each with its signal
+	// handler in place, however slowly a loaded machine starts a race-built binary.
+	for _, p := range procs[len(apiURLs):] {
+		proctest.WaitOutput(t, p, ": started", 30*time.Second)
+	}
 
 	// Book rides through both replicas at once; each ride is also sent again to the other
 	// replica with the same key, which must replay it.
