@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
@@ -75,12 +73,8 @@ type stack struct {
 	background []*service // workers, enqueuer, completer
 }
 
-// rider is what admin create-user printed.
-type rider struct {
-	ID    int64  `json:"id"`
-	Email string `json:"email"`
-	Token string `json:"token"`
-}
+// rider is a rider that admin create-user made.
+type rider = supervisor.Rider
 
 // startStack builds the commands and starts everything. On error, what was started is stopped.
 func startStack(ctx context.Context, cfg *config, events *eventLog, progress func(string, ...any)) (_ *stack, err error) {
@@ -260,40 +254,27 @@ func (st *stack) startDatabase(ctx context.Context, log io.Writer) error {
 		return err
 	}
 	st.cluster = cluster
-	conn, err := pgx.Connect(ctx, cluster.URL("postgres"))
-	if err != nil {
-		return fmt.Errorf("error connecting to Postgres: %w", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE rocketrides"); err != nil {
-		return fmt.Errorf("error creating database: %w", err)
+	if err := cluster.CreateDatabase(ctx, "rocketrides"); err != nil {
+		return err
 	}
 	st.databaseURL = cluster.URL("rocketrides")
 	return nil
 }
 
 func (st *stack) createRiders(ctx context.Context) error {
-	create := func(email, card string) (rider, error) {
-		var r rider
-		out, err := st.sup.Output(ctx, "admin", st.baseEnv, "create-user", "-email", email, "-card", card)
-		if err != nil {
-			return r, err
-		}
-		if err := json.Unmarshal(out, &r); err != nil {
-			return r, fmt.Errorf("error reading create-user output %q: %w", out, err)
-		}
-		return r, nil
-	}
 	for i := range numRiders {
-		r, err := create(fmt.Sprintf("rider%d@rocketrides.example", i+1), "tok_visa")
+		r, err := st.sup.CreateRider(ctx, st.baseEnv, fmt.Sprintf("rider%d@rocketrides.example", i+1), "tok_visa")
 		if err != nil {
 			return err
 		}
-		st.riders = append(st.riders, r)
+		st.riders = append(st.riders, *r)
 	}
-	var err error
-	st.declined, err = create("declined@rocketrides.example", "tok_chargeCustomerFail")
-	return err
+	declined, err := st.sup.CreateRider(ctx, st.baseEnv, "declined@rocketrides.example", "tok_chargeCustomerFail")
+	if err != nil {
+		return err
+	}
+	st.declined = *declined
+	return nil
 }
 
 // waitReady waits for every API to answer /readyz.

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"text/template"
+
+	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
 // metricsEndpoint is where one process serves its Prometheus metrics.
@@ -18,8 +20,8 @@ type bannerData struct {
 	StripeAPIKey string
 	StripeURL    string
 	State        stateDir
-	Rider        *demoRider
-	Declined     *demoRider
+	Rider        *supervisor.Rider
+	Declined     *supervisor.Rider
 	Metrics      []metricsEndpoint
 }
 

@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
 )
 
@@ -90,30 +88,10 @@ func startDatabase(ctx context.Context, dir string, port int, dbName string, log
 	if err != nil {
 		return nil, "", err
 	}
-	if err := createDatabase(ctx, cluster.URL("postgres"), dbName); err != nil {
+	if err := cluster.CreateDatabase(ctx, dbName); err != nil {
 		return nil, "", errors.Join(err, cluster.Stop(ctx))
 	}
 	return cluster, cluster.URL(dbName), nil
-}
-
-// createDatabase creates database name unless it exists.
-func createDatabase(ctx context.Context, serverURL, name string) error {
-	conn, err := pgx.Connect(ctx, serverURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-		return err
-	}
-	if exists {
-		return nil
-	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return fmt.Errorf("error creating database: %w", err)
-	}
-	return nil
 }
 
 // dbOnlyURLDefault is the database -db-only serves when DATABASE_URL is unset, the one

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -206,25 +205,9 @@ func freeLoopbackAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// demoRider is what create-user printed.
-type demoRider struct {
-	ID    int64  `json:"id"`
-	Email string `json:"email"`
-	Token string `json:"token"`
-}
-
 // createDemoRider creates a rider with a fresh Stripe customer. Its token is shown only once, so
 // each run makes new demo riders; the email carries the process id so that a kept database,
 // which holds the riders of earlier runs (and their tokens still work), takes them.
-func createDemoRider(ctx context.Context, sup *supervisor.Supervisor, env []string, name, card string) (*demoRider, error) {
-	email := fmt.Sprintf("%s+%d@rocketrides.example", name, os.Getpid())
-	out, err := sup.Output(ctx, "admin", env, "create-user", "-email", email, "-card", card)
-	if err != nil {
-		return nil, err
-	}
-	var rider demoRider
-	if err := json.Unmarshal(out, &rider); err != nil {
-		return nil, fmt.Errorf("error reading create-user output %q: %w", out, err)
-	}
-	return &rider, nil
+func createDemoRider(ctx context.Context, sup *supervisor.Supervisor, env []string, name, card string) (*supervisor.Rider, error) {
+	return sup.CreateRider(ctx, env, fmt.Sprintf("%s+%d@rocketrides.example", name, os.Getpid()), card)
 }

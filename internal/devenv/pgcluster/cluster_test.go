@@ -33,6 +33,18 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("error writing: %v", err)
 	}
 
+	t.Run("CreateDatabaseOnceAndAgain", func(t *testing.T) {
+		for range 2 { // the second finds it there, as a kept data directory's next run does
+			if err := cluster.CreateDatabase(ctx, "rides-db"); err != nil {
+				t.Fatalf("error creating database: %v", err)
+			}
+		}
+		var name string
+		if err := connect(t, cluster.URL("rides-db")).QueryRow(ctx, "SELECT current_database()").Scan(&name); err != nil || name != "rides-db" {
+			t.Fatalf("want to be connected to rides-db, got %q (%v)", name, err)
+		}
+	})
+
 	t.Run("RestartKeepsDataAndURL", func(t *testing.T) {
 		if err := cluster.StopServer(ctx); err != nil {
 			t.Fatalf("error stopping server: %v", err)
