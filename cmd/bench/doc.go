@@ -24,6 +24,14 @@
 //
 //	go run ./cmd/bench -receipts [-bookings 40 -idle 60s]
 //
+// A receipt's stages, each from a timestamp that is stored or seen: staged (the start of the
+// transaction of the ride's last atomic phase, staged_jobs.created_at, which the enqueuer carries
+// into the River job's metadata, see package stagedat); enqueuing (the start of the enqueuer's
+// batch, river_job.created_at); fetched (river_job.attempted_at); accepted (when the SMTP server
+// here accepted the message). The Stripe stand-in answers at once unless -stripe-latency says
+// otherwise; with -stripe-latency 50ms bookings come about 60 ms apart, the pace at which a
+// receipt could miss the enqueuer's notification before its cooldown was shortened.
+//
 // Exit status: 0 when every call ended in a booked ride, a refusal (402) or the replay of its
 // first answer; 1 when any ended with an unknown outcome, an unexpected error, or a replay that
 // differs from the first answer (a different ride id, say), or when -compare or -receipts could

@@ -16,31 +16,10 @@ import (
 	"github.com/rocketrides/rocketrides/migrations"
 )
 
-// The receipt measurement (-receipts) times a receipt's way from the rider's 201 to the mail
-// server, as issue 13 asks: it starts a durable cluster, the Stripe stand-in, an SMTP server
-// and the Procfile's processes (API, enqueuer, one worker, completer, reaper), books -bookings
-// rides one after another, each as soon as the previous one's 201 is in, and prints the
-// percentiles of the whole way and of each stage. Then, with -idle, it leaves the stack alone
-// and counts the statements each process sends the database while nothing happens.
-//
-// Every process but the API runs on its defaults; the API runs with RATE_LIMITS=off, as one
-// rider booking back to back is over the per-rider limit, which is no part of the receipt's way.
-// The Stripe stand-in answers at once unless -stripe-latency says otherwise: then bookings come
-// a few milliseconds apart, the hardest pace for the way; with -stripe-latency 50ms they come
-// about 60 ms apart, the pace at which a receipt used to miss its notification (issue 13).
-//
-// The stages, each from a timestamp that is stored or seen:
-//
-//   - staged: the start of the transaction of the ride's last atomic phase, which stages the
-//     receipt job and commits just before the 201 (staged_jobs.created_at, which the enqueuer
-//     carries into the River job's metadata, see package stagedat);
-//   - enqueuing: the start of the enqueuer's batch that hands the job to River
-//     (river_job.created_at, the batch transaction's now());
-//   - fetched: the worker's fetch of the job (river_job.attempted_at);
-//   - accepted: the mail server's acceptance of the receipt, as the SMTP server here saw it.
-//
-// All of them are read off one machine's clock: the database, the bench and the SMTP server
-// share it.
+// The receipt measurement (-receipts; see doc.go for what it prints) runs every process but the
+// API on its defaults. The API runs with RATE_LIMITS=off: one rider booking back to back is over
+// the per-rider limit, which is no part of a receipt's way. Each stage's timestamp is stored or
+// seen on this one machine, so no clock skew enters the figures.
 
 // Defaults of the receipt measurement's flags.
 const (
