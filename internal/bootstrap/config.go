@@ -60,8 +60,8 @@ type Config struct {
 	// which is refused now rather than silently ignored.
 	LockLease time.Duration
 
-	// RateLimits are the API's limits (see api.Limits): RATE_LIMITS=off turns them all off,
-	// for load tests; unset or empty means on. Each limit's own variable overrides its
+	// RateLimits (RATE_LIMITS, unset for on) are the API's limits (see api.Limits): off turns
+	// them all off, for load tests. Each limit's own variable overrides its
 	// default: RIDER_RIDES_PER_MINUTE, RIDER_RIDE_BURST, RIDER_RIDES_IN_FLIGHT,
 	// AUTH_FAILURES_PER_MINUTE, AUTH_FAILURE_BURST, MAX_REQUESTS_IN_FLIGHT.
 	RateLimits api.Limits
