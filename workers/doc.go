@@ -16,7 +16,7 @@
 //
 //   - The job takes its database connection before it sends and keeps it until the commit, so
 //     recording never waits for a connection from a pool that other jobs have emptied meanwhile.
-//     (cmd/worker sizes the pool to the worker's concurrency and some; a starved pool holds a
+//     (PoolMaxConns sizes the pool to the worker's concurrency and some; a starved pool holds a
 //     job up before it sends, which is harmless.)
 //   - Once the message's last line has gone to the server, neither the job's cancellation (a
 //     shutdown's hard stop) nor its timeout aborts the send: the mailer waits for the server's

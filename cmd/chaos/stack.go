@@ -207,7 +207,7 @@ func (st *stack) soakAPIEnv(i int) (env, envAfterCrash []string) {
 // from the api_freeze fault.) It does not crash, or it would rarely live to the end of a stall.
 //
 // forceCrash makes the crashing profile crash at forcedCrashPoint for certain rather than by
-// chance: the first replica starts so, and once it crashed it restarts without (see startStack).
+// chance: the first replica starts so, and once it crashed it restarts without (see soakAPIEnv).
 func (st *stack) apiEnv(i int, faulty, forceCrash bool) []string {
 	env := append(append([]string(nil), st.baseEnv...), "PORT="+strconv.Itoa(st.apiPorts[i]))
 	if !faulty || st.cfg.crashProb == 0 {
