@@ -18,8 +18,7 @@ const (
 	RideError              = "error"               // any other failure of ours (5xx)
 )
 
-// rideOutcomes lists every outcome, so that each series exists at 0 from the start: a rate()
-// over a series that appears with its first event misses that event.
+// rideOutcomes lists every outcome, each of whose series exists at 0 from the start.
 var rideOutcomes = []string{
 	RideCreated, RideReplayed, RideDeclined, RideKeyInUse, RideKeyReused, RideConflict,
 	RidePaymentUnavailable, RideNeedsReview, RideRateLimited, RideInvalid, RideError,
@@ -54,17 +53,12 @@ func NewAPI(reg prometheus.Registerer) *API {
 			Help:    "Time to answer an HTTP request, by route pattern.",
 			Buckets: latencyBuckets,
 		}, []string{"route"}),
-		RideRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "ride_requests_total",
-			Help: "Ride requests (POST /rides), by outcome.",
-		}, []string{"outcome"}),
+		RideRequests: newCounterByLabel("ride_requests_total", "Ride requests (POST /rides), by outcome.",
+			"outcome", rideOutcomes...),
 		RateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "rate_limited_total",
 			Help: "Requests refused by one of the API's limits, by limit.",
 		}, []string{"limit"}),
-	}
-	for _, outcome := range rideOutcomes {
-		m.RideRequests.WithLabelValues(outcome)
 	}
 	register(reg, m.HTTPRequests, m.HTTPRequestDuration, m.RideRequests, m.RateLimited)
 	return m

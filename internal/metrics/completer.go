@@ -22,13 +22,9 @@ type Completer struct {
 // NewCompleter returns the completer's series, registered with reg (nil: unregistered).
 func NewCompleter(reg prometheus.Registerer) *Completer {
 	m := &Completer{
-		Keys: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "completer_keys_total",
-			Help: "Abandoned idempotency keys the completer ran, by result: succeeded or failed.",
-		}, []string{"result"}),
-	}
-	for _, result := range []string{CompleterSucceeded, CompleterFailed} {
-		m.Keys.WithLabelValues(result)
+		Keys: newCounterByLabel("completer_keys_total",
+			"Abandoned idempotency keys the completer ran, by result: succeeded or failed.",
+			"result", CompleterSucceeded, CompleterFailed),
 	}
 	register(reg, m.Keys)
 	return m

@@ -35,6 +35,17 @@ func register(reg prometheus.Registerer, cs ...prometheus.Collector) {
 	reg.MustRegister(cs...)
 }
 
+// newCounterByLabel returns rocketrides_<name>, counted by one label whose values are known, and
+// puts each of values at 0 from the start: a rate() over a series that appears with its first
+// event misses that event.
+func newCounterByLabel(name, help, label string, values ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, []string{label})
+	for _, v := range values {
+		c.WithLabelValues(v)
+	}
+	return c
+}
+
 // latencyBuckets are the buckets of every duration histogram here, in seconds: from a
 // millisecond, an atomic phase on an idle database, to 30 s, near the longest a ride request
 // may run (45 s).

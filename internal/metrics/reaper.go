@@ -18,13 +18,9 @@ type Reaper struct {
 // NewReaper returns the reaper's series, registered with reg (nil: unregistered).
 func NewReaper(reg prometheus.Registerer) *Reaper {
 	m := &Reaper{
-		Keys: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "reaper_keys_total",
-			Help: "Idempotency keys the reaper deleted, by result: finished, or abandoned (unfinished, recorded in abandoned_requests first).",
-		}, []string{"result"}),
-	}
-	for _, result := range []string{ReaperFinished, ReaperAbandoned} {
-		m.Keys.WithLabelValues(result)
+		Keys: newCounterByLabel("reaper_keys_total",
+			"Idempotency keys the reaper deleted, by result: finished, or abandoned (unfinished, recorded in abandoned_requests first).",
+			"result", ReaperFinished, ReaperAbandoned),
 	}
 	register(reg, m.Keys)
 	return m

@@ -30,18 +30,13 @@ type Stripe struct {
 // NewStripe returns the Stripe series, registered with reg (nil: unregistered).
 func NewStripe(reg prometheus.Registerer) *Stripe {
 	m := &Stripe{
-		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "stripe_requests_total",
-			Help: "Calls to the Stripe API, by result.",
-		}, []string{"result"}),
+		Requests: newCounterByLabel("stripe_requests_total", "Calls to the Stripe API, by result.",
+			"result", stripeResults...),
 		RequestDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "stripe_request_duration_seconds",
 			Help:    "Time until Stripe answered a call, or until the call failed.",
 			Buckets: latencyBuckets,
 		}),
-	}
-	for _, result := range stripeResults {
-		m.Requests.WithLabelValues(result)
 	}
 	register(reg, m.Requests, m.RequestDuration)
 	return m

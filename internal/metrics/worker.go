@@ -39,18 +39,14 @@ var receiptLatencyBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10
 // NewWorker returns the worker's series, registered with reg (nil: unregistered).
 func NewWorker(reg prometheus.Registerer) *Worker {
 	m := &Worker{
-		Receipts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "receipts_total",
-			Help: "Ride receipt job attempts, by result: sent, logged (SMTP_URL unset), failed (to be retried), discarded (for good), cancelled.",
-		}, []string{"result"}),
+		Receipts: newCounterByLabel("receipts_total",
+			"Ride receipt job attempts, by result: sent, logged (SMTP_URL unset), failed (to be retried), discarded (for good), cancelled.",
+			"result", receiptResults...),
 		ReceiptLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "receipt_latency_seconds",
 			Help:    "Time from a ride's booking (its receipt staged, just before the 201) to the mail server accepting the receipt, retries included; receipts sent only.",
 			Buckets: receiptLatencyBuckets,
 		}),
-	}
-	for _, result := range receiptResults {
-		m.Receipts.WithLabelValues(result)
 	}
 	register(reg, m.Receipts, m.ReceiptLatency)
 	return m
