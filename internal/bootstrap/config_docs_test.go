@@ -25,15 +25,9 @@ func TestConfigDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	file, err := parser.ParseFile(token.NewFileSet(), "config.go", nil, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	config := file.Scope.Lookup("Config").Decl.(*ast.TypeSpec).Type.(*ast.StructType)
-
 	checked := 0
-	for _, field := range config.Fields.List {
-		m := documentedDefault.FindStringSubmatch(strings.Join(strings.Fields(field.Doc.Text()), " "))
+	for _, field := range configFields(t) {
+		m := documentedDefault.FindStringSubmatch(fieldDoc(field))
 		if m == nil {
 			continue
 		}
@@ -48,6 +42,19 @@ func TestConfigDocs(t *testing.T) {
 		t.Fatalf("want the defaults of at least 15 fields checked, found %d stated", checked)
 	}
 }
+
+// configFields are the fields of Config, as config.go declares them with their comments.
+func configFields(t *testing.T) []*ast.Field {
+	t.Helper()
+	file, err := parser.ParseFile(token.NewFileSet(), "config.go", nil, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file.Scope.Lookup("Config").Decl.(*ast.TypeSpec).Type.(*ast.StructType).Fields.List
+}
+
+// fieldDoc is field's comment on one line.
+func fieldDoc(field *ast.Field) string { return strings.Join(strings.Fields(field.Doc.Text()), " ") }
 
 // documentedValueIs reports whether doc, a default as Config's comments write it, is got.
 func documentedValueIs(doc string, got any) bool {

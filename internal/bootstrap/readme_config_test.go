@@ -2,9 +2,6 @@ package bootstrap
 
 import (
 	"bufio"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"log/slog"
 	"os"
 	"reflect"
@@ -12,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // readmeConfigRow is a row of the README's table of variables: "| `VAR` | `default` | ... |".
@@ -79,15 +75,10 @@ func TestReadmeConfigTable(t *testing.T) {
 // its field.
 func configFieldsByVariable(t *testing.T) map[string]string {
 	t.Helper()
-	file, err := parser.ParseFile(token.NewFileSet(), "config.go", nil, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	config := file.Scope.Lookup("Config").Decl.(*ast.TypeSpec).Type.(*ast.StructType)
 	variable := regexp.MustCompile(`^\w+ \(([A-Z_]+)[,)]`)
 	fields := map[string]string{}
-	for _, field := range config.Fields.List {
-		if m := variable.FindStringSubmatch(strings.Join(strings.Fields(field.Doc.Text()), " ")); m != nil {
+	for _, field := range configFields(t) {
+		if m := variable.FindStringSubmatch(fieldDoc(field)); m != nil {
 			fields[m[1]] = field.Names[0].Name
 		}
 	}
@@ -97,23 +88,12 @@ func configFieldsByVariable(t *testing.T) map[string]string {
 	return fields
 }
 
-// readmeValueIs reports whether doc, a default as the README writes it, is got.
+// readmeValueIs reports whether doc, a default as the README writes it, is got: as Config's
+// comments write it, but for text, which the README leaves unquoted.
 func readmeValueIs(doc string, got any) bool {
-	switch got := got.(type) {
-	case time.Duration:
-		d, err := time.ParseDuration(doc)
-		return err == nil && d == got
-	case int:
-		n, err := strconv.Atoi(doc)
-		return err == nil && n == got
-	case bool:
-		b, err := strconv.ParseBool(doc)
-		return err == nil && b == got
-	case slog.Level:
-		var level slog.Level
-		return level.UnmarshalText([]byte(doc)) == nil && level == got
-	case string:
-		return doc == got
+	switch got.(type) {
+	case string, slog.Level:
+		doc = strconv.Quote(doc)
 	}
-	return false
+	return documentedValueIs(doc, got)
 }
