@@ -9,8 +9,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/go-chi/chi/v5/middleware"
 )
 
 // rejectedSummaryInterval is how often, at most, the API logs a summary of the rejected requests
@@ -33,7 +31,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 func (s *Server) logRequestsTo(rejected *rejectedLog, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		ww := statusWriter(w, r)
 		next.ServeHTTP(ww, r)
 
 		level := slog.LevelInfo

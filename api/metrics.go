@@ -16,12 +16,22 @@ import (
 // probing random paths add one series, not one per path.
 const routeUnmatched = "unmatched"
 
+// statusWriter returns w as a writer that remembers the status it answered with: w itself when
+// an outer middleware already made it one, so that a request's writer is wrapped once however
+// many middlewares read its status.
+func statusWriter(w http.ResponseWriter, r *http.Request) middleware.WrapResponseWriter {
+	if ww, ok := w.(middleware.WrapResponseWriter); ok {
+		return ww
+	}
+	return middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+}
+
 // measureRequests counts every answered request in rocketrides_http_requests_total and times it
 // in rocketrides_http_request_duration_seconds, by chi's route pattern (/rides/{id}, not the id).
 func (s *Server) measureRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		ww := statusWriter(w, r)
 		next.ServeHTTP(ww, r)
 
 		route := routeUnmatched
