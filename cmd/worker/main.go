@@ -30,17 +30,13 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	logger, checkedPool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(*once))
+	cfg.PoolMaxConnsAtLeast = workers.PoolMaxConns(cfg.WorkerConcurrency)
+	logger, pool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(*once))
 	if err != nil {
 		return err
 	}
-	if err := bootstrap.CheckRiverSchema(ctx, checkedPool); err != nil {
-		checkedPool.Close()
-		return err
-	}
-	pool, err := bootstrap.WithMaxConns(ctx, checkedPool, workers.PoolMaxConns(cfg.WorkerConcurrency))
-	if err != nil {
-		checkedPool.Close()
+	if err := bootstrap.CheckRiverSchema(ctx, pool); err != nil {
+		pool.Close()
 		return err
 	}
 	defer func() {

@@ -28,6 +28,12 @@ type Config struct {
 	// DatabaseURL (DATABASE_URL, required) is the Postgres connection string.
 	DatabaseURL string
 
+	// PoolMaxConnsAtLeast is set by a process, not read from the environment: the fewest
+	// connections its pool may have (the worker's: workers.PoolMaxConns). OpenPool raises a
+	// smaller pool_max_conns to it, since a smaller pool would starve the process's work; the
+	// process's own setting (WORKER_CONCURRENCY) is the knob for fewer connections.
+	PoolMaxConnsAtLeast int32
+
 	// LogFormat (LOG_FORMAT, default "text", LogFormatDefault) is "text" or "json".
 	LogFormat string
 

@@ -54,6 +54,7 @@ func OpenPool(ctx context.Context, cfg *Config, logger *slog.Logger) (*pgxpool.P
 	if !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
 		poolConfig.MaxConns = PoolMaxConnsDefault
 	}
+	poolConfig.MaxConns = max(poolConfig.MaxConns, cfg.PoolMaxConnsAtLeast)
 	params := poolConfig.ConnConfig.RuntimeParams
 	if _, ok := params["statement_timeout"]; !ok {
 		params["statement_timeout"] = strconv.FormatInt(StatementTimeoutDefault.Milliseconds(), 10)
@@ -79,26 +80,6 @@ func OpenPool(ctx context.Context, cfg *Config, logger *slog.Logger) (*pgxpool.P
 		return nil, err
 	}
 	return pool, nil
-}
-
-// WithMaxConns returns a pool like pool, which it closes, but of at least maxConns connections.
-// OpenPool sizes its pool for the processes that run one thing at a time; a process that runs
-// more (the worker: workers.PoolMaxConns) takes that pool and asks for more. A larger
-// pool_max_conns in DATABASE_URL is kept; a smaller one is not honoured, as it would starve the
-// process's work: the process's own setting (WORKER_CONCURRENCY) is the knob for fewer
-// connections.
-func WithMaxConns(ctx context.Context, pool *pgxpool.Pool, maxConns int32) (*pgxpool.Pool, error) {
-	config := pool.Config() // a copy
-	if config.MaxConns >= maxConns {
-		return pool, nil
-	}
-	config.MaxConns = maxConns
-	sized, err := pgxpool.NewWithConfig(ctx, config)
-	if err != nil {
-		return nil, fmt.Errorf("error creating database pool of %d connections: %w", maxConns, err)
-	}
-	pool.Close()
-	return sized, nil
 }
 
 // waitForDatabase runs check until it passes, for up to connectWait, and returns its last error

@@ -1,36 +1,37 @@
 package bootstrap
 
 import (
+	"log/slog"
 	"testing"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/workers"
 )
 
-func TestWithMaxConns(t *testing.T) {
+// TestPoolMaxConnsAtLeast sizes the pool of a process that needs more connections than the
+// default, as the worker does.
+func TestPoolMaxConnsAtLeast(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDB(t)
+	// Twenty jobs at once, each holding a connection while it mails, and River's own
+	// connections besides: more than PoolMaxConnsDefault.
+	atLeast := workers.PoolMaxConns(20)
+	if atLeast <= PoolMaxConnsDefault {
+		t.Fatalf("want a need (%d) above the default pool (%d)", atLeast, PoolMaxConnsDefault)
+	}
 
 	for _, tt := range []struct {
 		name         string
 		url          string
 		wantMaxConns int32
 	}{
-		// WORKER_CONCURRENCY's default of ten jobs, each holding a connection while it mails,
-		// and River's own connections besides.
-		{"GrowsTheDefaultPool", url, workers.PoolMaxConns(10)},
+		{"GrowsTheDefaultPool", url, atLeast},
 		{"KeepsALargerPoolMaxConns", url + "&pool_max_conns=50", 50},
-		{"GrowsASmallerPoolMaxConns", url + "&pool_max_conns=2", workers.PoolMaxConns(10)},
+		{"GrowsASmallerPoolMaxConns", url + "&pool_max_conns=2", atLeast},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			pool, err := pgxpool.New(t.Context(), tt.url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sized, err := WithMaxConns(t.Context(), pool, workers.PoolMaxConns(10))
+			sized, err := OpenPool(t.Context(), &Config{DatabaseURL: tt.url, PoolMaxConnsAtLeast: atLeast}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
