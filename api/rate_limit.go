@@ -2,7 +2,6 @@ package api
 
 import (
 	"fmt"
-	"math"
 	"net/http"
 	"net/netip"
 	"sync"
@@ -150,6 +149,6 @@ func clientPrefix(r *http.Request) netip.Prefix {
 
 func errRateLimited(wait time.Duration, detail string) *apiError {
 	e := newError(http.StatusTooManyRequests, problem.CodeRateLimited, "Rate limited", detail)
-	e.retryAfter = time.Duration(math.Ceil(wait.Seconds())) * time.Second
+	e.retryAfter = wait // writeProblem rounds it up to whole seconds
 	return e
 }
