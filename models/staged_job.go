@@ -184,10 +184,12 @@ func StagedJobListFailed(ctx context.Context, db DBTX, limit int) ([]*StagedJob,
 	return jobs, nil
 }
 
-// StagedJobRetry hands a failed staged job back to the enqueuer, which takes it at its next
-// pass: it clears the failure, once its cause is fixed (a worker for the job name deployed, the
-// arguments corrected). Returns ErrNotFound if there is no such job, or it has not failed (it
-// waits for the enqueuer already, or was enqueued and is gone from staged_jobs).
+// StagedJobRetry hands a failed staged job back to the enqueuer: it clears the failure, once its
+// cause is fixed (a worker for the job name deployed, the arguments corrected), and wakes the
+// enqueuer on the channel that migration 00003's trigger notifies for a new job, so that the
+// notification arrives as the caller's transaction commits and the job can be taken. Returns
+// ErrNotFound if there is no such job, or it has not failed (it waits for the enqueuer already,
+// or was enqueued and is gone from staged_jobs).
 func StagedJobRetry(ctx context.Context, db DBTX, id int64) error {
 	tag, err := db.Exec(ctx, `
 		UPDATE staged_jobs
@@ -198,6 +200,9 @@ func StagedJobRetry(ctx context.Context, db DBTX, id int64) error {
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("no failed staged job %d: %w", id, ErrNotFound)
+	}
+	if _, err := db.Exec(ctx, `SELECT pg_notify('staged_jobs', '')`); err != nil {
+		return fmt.Errorf("error waking the enqueuer: %w", err)
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/rocketrides/rocketrides/enqueuer"
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/models"
 )
@@ -64,27 +63,14 @@ func retryRiverJob(ctx context.Context, client *river.Client[pgx.Tx], id failedJ
 	return nil
 }
 
-// retryStagedJob clears a staged job's failure and wakes the enqueuer, in one transaction, so
-// that the notification arrives once the job can be taken.
+// retryStagedJob clears a staged job's failure and wakes the enqueuer (models.StagedJobRetry).
 func retryStagedJob(ctx context.Context, pool *pgxpool.Pool, id failedJobID) error {
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("error beginning transaction: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }() // A no-op once committed.
-
-	err = models.StagedJobRetry(ctx, tx, id.id)
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return models.StagedJobRetry(ctx, tx, id.id) })
 	if errors.Is(err, models.ErrNotFound) {
 		return fmt.Errorf("retry-job: %s is no failed staged job: there is none, or it waits for the enqueuer or was enqueued already", id)
 	}
 	if err != nil {
 		return err
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, enqueuer.NotifyChannel); err != nil {
-		return fmt.Errorf("error waking the enqueuer: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("error committing: %w", err)
 	}
 	fmt.Printf("%s is staged again, for the enqueuer to move into River\n", id)
 	return nil
