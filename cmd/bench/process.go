@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -94,23 +94,22 @@ func startAPI(ctx context.Context, binary, logPath string, env []string) (*proce
 
 // waitReady polls GET /readyz until it answers 200: the API listens and reaches its database.
 func (p *process) waitReady(ctx context.Context) error {
-	httpClient := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(apiStartTimeout)
-	for {
-		if checkReady(ctx, httpClient, p.url) == nil {
-			return nil
-		}
+	readyz, err := url.JoinPath(p.url, "readyz")
+	if err != nil {
+		return err
+	}
+	err = supervisor.WaitOK(ctx, readyz, apiStartTimeout, func() error {
 		select {
 		case <-p.done:
-			return fmt.Errorf("the API exited while starting (%s); its log ends with:\n%s", p.cmd.ProcessState, p.logTail())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+			return fmt.Errorf("the API exited while starting (%s)", p.cmd.ProcessState)
+		default:
+			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the API is not ready after %s; its log ends with:\n%s", apiStartTimeout, p.logTail())
-		}
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w; its log ends with:\n%s", err, p.logTail())
 	}
+	return err
 }
 
 // stop stops the process as a process manager would, SIGTERM and then, past the grace the

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -279,25 +278,10 @@ func (st *stack) createRiders(ctx context.Context) error {
 
 // waitReady waits for every API to answer /readyz.
 func (st *stack) waitReady(ctx context.Context) error {
-	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(readyTimeout)
 	for _, host := range st.apiHosts() {
-		for {
-			resp, err := client.Get("http://" + host + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("the API at %s was not ready within %s", host, readyTimeout)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(100 * time.Millisecond):
-			}
+		if err := supervisor.WaitOK(ctx, "http://"+host+"/readyz", time.Until(deadline), nil); err != nil {
+			return fmt.Errorf("the API at %s was not ready: %w", host, err)
 		}
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,10 +138,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// Every process serves its metrics on a loopback port of its own, so that all are there at once.
 	metrics := make([]metricsEndpoint, len(services))
 	for i, name := range services {
-		addr, err := freeLoopbackAddr()
+		port, err := supervisor.FreePort()
 		if err != nil {
 			return err
 		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		metrics[i] = metricsEndpoint{Name: name, URL: "http://" + addr + "/metrics"}
 		if _, err := sup.Start("", name, append(slices.Clip(env), "METRICS_ADDR="+addr)); err != nil {
 			return err
@@ -172,37 +172,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 }
 
-// waitOK waits until url answers 200, giving up if a process exits first.
+// waitOK waits for url to answer 200, for up to 30 s, unless a process of sup exits meanwhile.
 func waitOK(ctx context.Context, url string, sup *supervisor.Supervisor) error {
-	client := &http.Client{Timeout: time.Second}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		if resp, err := client.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
+	return supervisor.WaitOK(ctx, url, 30*time.Second, func() error {
 		select {
-		case <-ctx.Done():
-			return ctx.Err()
 		case p := <-sup.Exited():
 			return fmt.Errorf("%s exited while starting: %v", p.Name, p.Err())
-		case <-time.After(100 * time.Millisecond):
+		default:
+			return nil
 		}
-	}
-	return fmt.Errorf("%s did not answer within 30 s", url)
-}
-
-// freeLoopbackAddr returns a loopback address whose port was free a moment ago, for a process to
-// listen on. The process fails at start, saying so, in the unlikely case that another took it
-// in between.
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("error finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	})
 }
 
 // createDemoRider creates a rider with a fresh Stripe customer. Its token is shown only once, so
