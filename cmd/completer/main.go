@@ -48,10 +48,5 @@ func run(ctx context.Context, args []string) error {
 	})
 	metrics.RegisterRequestsAwaitingReview(reg, c.RequestsAwaitingReview)
 
-	if !once {
-		if err := bootstrap.ServeMetrics(ctx, cfg, logger, reg); err != nil {
-			return err
-		}
-	}
-	return bootstrap.RunService(ctx, "Completer", once, c, os.Stdout, logger)
+	return bootstrap.RunService(ctx, "Completer", once, c, cfg, reg, os.Stdout, logger)
 }

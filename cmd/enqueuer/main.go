@@ -53,10 +53,5 @@ func run(ctx context.Context, args []string) error {
 	}
 	metrics.RegisterStagedJobs(reg, enq.StagedJobs)
 
-	if !once {
-		if err := bootstrap.ServeMetrics(ctx, cfg, logger, reg); err != nil {
-			return err
-		}
-	}
-	return bootstrap.RunService(ctx, "Enqueuer", once, enq, os.Stdout, logger)
+	return bootstrap.RunService(ctx, "Enqueuer", once, enq, cfg, reg, os.Stdout, logger)
 }

@@ -41,10 +41,5 @@ func run(ctx context.Context, args []string) error {
 		Metrics:   metrics.NewReaper(reg),
 	})
 
-	if !once {
-		if err := bootstrap.ServeMetrics(ctx, cfg, logger, reg); err != nil {
-			return err
-		}
-	}
-	return bootstrap.RunService(ctx, "Reaper", once, r, os.Stdout, logger)
+	return bootstrap.RunService(ctx, "Reaper", once, r, cfg, reg, os.Stdout, logger)
 }

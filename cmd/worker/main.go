@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,19 +18,23 @@ import (
 )
 
 func main() {
-	bootstrap.Main("worker", run)
+	bootstrap.Main("worker", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:])
+	})
 }
 
-func run(ctx context.Context) (err error) {
-	once := flag.Bool("once", false, `work the jobs available now, then print {"completed":N,"failed":N,"discarded":N,"cancelled":N} and exit`)
-	flag.Parse()
+func run(ctx context.Context, args []string) (err error) {
+	once, err := bootstrap.ParseOnceFlag("worker", args, `work the jobs available now, then print {"completed":N,"failed":N,"discarded":N,"cancelled":N} and exit`)
+	if err != nil {
+		return err
+	}
 
 	cfg, err := bootstrap.LoadConfig(os.Getenv)
 	if err != nil {
 		return err
 	}
 	cfg.PoolMaxConnsAtLeast = workers.PoolMaxConns(cfg.WorkerConcurrency)
-	logger, pool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(*once))
+	logger, pool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(once))
 	if err != nil {
 		return err
 	}
@@ -62,8 +65,8 @@ func run(ctx context.Context) (err error) {
 
 	logger.InfoContext(ctx, "Worker: starting", slog.String("mailer", fmt.Sprint(m)),
 		slog.Int("concurrency", cfg.WorkerConcurrency), slog.Int("pool_max_conns", int(pool.Config().MaxConns)),
-		slog.Bool("once", *once))
-	if *once {
+		slog.Bool("once", once))
+	if once {
 		return runner.RunOnce(ctx, os.Stdout)
 	}
 	if err := bootstrap.ServeMetrics(ctx, cfg, logger, reg); err != nil {

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Service is a background process's work, in the shape of River's maintenance services:
@@ -16,20 +18,21 @@ type Service[R any] interface {
 	RunOnce(ctx context.Context) (R, error)
 }
 
-// ParseOnceFlag parses a background command's only flag, -once.
+// ParseOnceFlag parses a background command's only flag, -once. A bad flag is a UsageError.
 func ParseOnceFlag(name string, args []string, usage string) (bool, error) {
 	flags := flag.NewFlagSet(name, flag.ContinueOnError)
 	once := flags.Bool("once", false, usage)
 	if err := flags.Parse(args); err != nil {
-		return false, err
+		return false, &UsageError{Err: err}
 	}
 	return *once, nil
 }
 
 // RunService is what every background command does with its service. With once, one pass
 // whose result is printed to stdout as one JSON line, for tests, cron and operators; otherwise
-// passes until ctx ends (SIGINT or SIGTERM), then a clean stop.
-func RunService[R any](ctx context.Context, name string, once bool, svc Service[R], stdout io.Writer, logger *slog.Logger) error {
+// the metrics in reg served at METRICS_ADDR (see ServeMetrics) and passes until ctx ends
+// (SIGINT or SIGTERM), then a clean stop.
+func RunService[R any](ctx context.Context, name string, once bool, svc Service[R], cfg *Config, reg *prometheus.Registry, stdout io.Writer, logger *slog.Logger) error {
 	if once {
 		result, err := svc.RunOnce(ctx)
 		if err != nil {
@@ -38,6 +41,9 @@ func RunService[R any](ctx context.Context, name string, once bool, svc Service[
 		return json.NewEncoder(stdout).Encode(result)
 	}
 
+	if err := ServeMetrics(ctx, cfg, logger, reg); err != nil {
+		return err
+	}
 	if err := svc.Start(ctx); err != nil {
 		return err
 	}
