@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/enqueuer"
 	"github.com/rocketrides/rocketrides/internal/metrics"
+	"github.com/rocketrides/rocketrides/models"
 )
 
 func TestMetrics(t *testing.T) {
@@ -48,18 +49,17 @@ func TestMetrics(t *testing.T) {
 		requireCounts(2, 1)
 	})
 
-	// The backlog gauges read staged_jobs as it is: what waits, what was set aside, and how long
-	// the oldest has waited.
+	// The backlog gauges read staged_jobs as it is (models.StagedJobCountBacklog): what waits,
+	// what was set aside, and how long the oldest has waited.
 	t.Run("StagedJobs", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		e := b.enqueuer(t, enqueuer.DecodeRaw, enqueuer.Config{})
 
-		got, err := e.StagedJobs(t.Context())
+		got, err := models.StagedJobCountBacklog(t.Context(), b.pool)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if *got != (metrics.StagedJobs{}) {
+		if *got != (models.StagedJobBacklog{}) {
 			t.Fatalf("want all zeros for an empty table, got %+v", *got)
 		}
 
@@ -72,14 +72,14 @@ func TestMetrics(t *testing.T) {
 		}
 		b.stageMany(t, 2)
 
-		got, err = e.StagedJobs(t.Context())
+		got, err = models.StagedJobCountBacklog(t.Context(), b.pool)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.Pending != 3 || got.Failed != 1 {
 			t.Errorf("want 3 pending and 1 failed, got %+v", *got)
 		}
-		if age := time.Duration(got.OldestPendingAgeSeconds * float64(time.Second)); age < time.Hour || age > time.Hour+time.Minute {
+		if age := got.OldestPendingAge; age < time.Hour || age > time.Hour+time.Minute {
 			t.Errorf("want the oldest pending job an hour old, not the older failed one; got %s", age)
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/rocketrides/rocketrides/enqueuer"
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/metrics"
+	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
@@ -51,7 +52,9 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	metrics.RegisterStagedJobs(reg, enq.StagedJobs)
+	metrics.RegisterStagedJobs(reg, func(ctx context.Context) (*models.StagedJobBacklog, error) {
+		return models.StagedJobCountBacklog(ctx, pool) // any enqueuer reports the whole backlog
+	})
 
 	return bootstrap.RunService(ctx, "Enqueuer", once, enq, cfg, reg, os.Stdout, logger)
 }

@@ -144,7 +144,8 @@ func TestScrapeConfigCoversEveryProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(string(src), "bootstrap.ServeMetrics(") {
+		// A main serves its metrics itself, or through RunService.
+		if strings.Contains(string(src), "bootstrap.ServeMetrics(") || strings.Contains(string(src), "bootstrap.RunService(") {
 			serving = append(serving, filepath.Base(filepath.Dir(main)))
 		}
 	}
@@ -259,7 +260,7 @@ func definedSeries(t *testing.T) seriesDefs {
 	metrics.NewStripe(reg)
 	metrics.RegisterPool(reg, pool)
 	metrics.NewEnqueuer(reg)
-	metrics.RegisterStagedJobs(reg, func(context.Context) (*metrics.StagedJobs, error) { return &metrics.StagedJobs{}, nil })
+	metrics.RegisterStagedJobs(reg, func(context.Context) (*models.StagedJobBacklog, error) { return &models.StagedJobBacklog{}, nil })
 	metrics.NewWorker(reg)
 	metrics.RegisterRiverJobs(reg, func(context.Context) (map[string]int64, error) {
 		counts := map[string]int64{}

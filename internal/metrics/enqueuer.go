@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rocketrides/rocketrides/models"
 )
 
 // Enqueuer is the series of the enqueuer's passes, counted as each batch commits.
@@ -33,20 +35,6 @@ func NewEnqueuer(reg prometheus.Registerer) *Enqueuer {
 	return m
 }
 
-// StagedJobs is what staged_jobs holds at the time of a scrape.
-type StagedJobs struct {
-	// Pending are the jobs waiting to be enqueued: every row not set aside, including those of
-	// job names a newer release stages during a rolling deploy.
-	Pending int64
-
-	// Failed are the jobs set aside, which wait for a person.
-	Failed int64
-
-	// OldestPendingAgeSeconds is the age of the oldest pending job, as the database's clock
-	// tells it; 0 when none is pending.
-	OldestPendingAgeSeconds float64
-}
-
 var (
 	stagedJobsDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "staged_jobs"),
 		"Staged jobs waiting to be enqueued into River (not set aside), at the time of the scrape.", nil, nil)
@@ -58,13 +46,13 @@ var (
 
 // RegisterStagedJobs registers with reg the rocketrides_staged_jobs, _staged_jobs_failed and
 // _staged_job_oldest_age_seconds gauges, which read returns at each scrape (see db_gauges.go for
-// why at scrape time).
-func RegisterStagedJobs(reg prometheus.Registerer, read func(ctx context.Context) (*StagedJobs, error)) {
+// why at scrape time): models.StagedJobCountBacklog on the process's pool.
+func RegisterStagedJobs(reg prometheus.Registerer, read func(ctx context.Context) (*models.StagedJobBacklog, error)) {
 	register(reg, &stagedJobsCollector{read: read})
 }
 
 type stagedJobsCollector struct {
-	read func(ctx context.Context) (*StagedJobs, error)
+	read func(ctx context.Context) (*models.StagedJobBacklog, error)
 }
 
 func (c *stagedJobsCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -83,5 +71,5 @@ func (c *stagedJobsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(stagedJobsDesc, prometheus.GaugeValue, float64(s.Pending))
 	ch <- prometheus.MustNewConstMetric(stagedJobsFailedDesc, prometheus.GaugeValue, float64(s.Failed))
-	ch <- prometheus.MustNewConstMetric(stagedJobOldestAgeDesc, prometheus.GaugeValue, s.OldestPendingAgeSeconds)
+	ch <- prometheus.MustNewConstMetric(stagedJobOldestAgeDesc, prometheus.GaugeValue, s.OldestPendingAge.Seconds())
 }
