@@ -102,17 +102,7 @@ func AbandonedRequestList(ctx context.Context, db DBTX, limit int) ([]*Abandoned
 // AbandonedReasons, 0 if none, and one for any other reason a row holds (written by another
 // release, say).
 func AbandonedRequestCountByReason(ctx context.Context, db DBTX) (map[string]int64, error) {
-	rows, _ := db.Query(ctx, `SELECT reason, count(*) FROM abandoned_requests GROUP BY reason`)
-	counts := make(map[string]int64, len(AbandonedReasons))
-	for _, reason := range AbandonedReasons {
-		counts[reason] = 0
-	}
-	var reason string
-	var n int64
-	_, err := pgx.ForEachRow(rows, []any{&reason, &n}, func() error {
-		counts[reason] = n
-		return nil
-	})
+	counts, err := countByKey(ctx, db, AbandonedReasons, `SELECT reason, count(*) FROM abandoned_requests GROUP BY reason`)
 	if err != nil {
 		return nil, fmt.Errorf("error counting abandoned requests: %w", err)
 	}

@@ -73,3 +73,20 @@ func uniqueViolation(err error) error {
 	}
 	return err
 }
+
+// countByKey runs sql, which selects (key text, count bigint) rows, and returns the counts by
+// key: one entry for each of keys, 0 if sql counted none, and one for any other key it returned.
+func countByKey(ctx context.Context, db DBTX, keys []string, sql string, args ...any) (map[string]int64, error) {
+	rows, _ := db.Query(ctx, sql, args...)
+	counts := make(map[string]int64, len(keys))
+	for _, key := range keys {
+		counts[key] = 0
+	}
+	var key string
+	var n int64
+	_, err := pgx.ForEachRow(rows, []any{&key, &n}, func() error {
+		counts[key] = n
+		return nil
+	})
+	return counts, err
+}

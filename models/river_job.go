@@ -3,8 +3,6 @@ package models
 import (
 	"context"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // RiverJobCountByState counts River's jobs (river_job, River's own table, which River's client
@@ -15,21 +13,11 @@ import (
 // than 130 ms for a scan of the table. (A cast through text[] hides the states from the
 // planner, which then scans the table.)
 func RiverJobCountByState(ctx context.Context, db DBTX, states []string) (map[string]int64, error) {
-	rows, _ := db.Query(ctx, `
+	counts, err := countByKey(ctx, db, states, `
 		SELECT state::text, count(*)
 		FROM river_job
 		WHERE state = ANY($1::river_job_state[])
 		GROUP BY state`, states)
-	counts := make(map[string]int64, len(states))
-	for _, state := range states {
-		counts[state] = 0
-	}
-	var state string
-	var n int64
-	_, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error {
-		counts[state] = n
-		return nil
-	})
 	if err != nil {
 		return nil, fmt.Errorf("error counting River jobs by state: %w", err)
 	}
