@@ -74,7 +74,8 @@ type Process struct {
 	// stopping is set by Stop and Kill, so that a watcher of Exited can tell an expected exit.
 	stopping atomic.Bool
 
-	lines chan string // stdout lines, for FirstLine
+	lines   chan string // stdout lines, for FirstLine
+	printed atomic.Bool // it wrote a line to stdout or stderr
 }
 
 func (s *Supervisor) command(name string, env []string, args ...string) *exec.Cmd {
@@ -106,8 +107,8 @@ func (s *Supervisor) Start(label, name string, env []string, args ...string) (*P
 	}
 	var copying sync.WaitGroup
 	copying.Add(2)
-	go func() { defer copying.Done(); s.copyLines(label, stdout, p.lines) }()
-	go func() { defer copying.Done(); s.copyLines(label, stderr, nil) }()
+	go func() { defer copying.Done(); s.copyLines(p, label, stdout, p.lines) }()
+	go func() { defer copying.Done(); s.copyLines(p, label, stderr, nil) }()
 	go func() {
 		copying.Wait()
 		p.err = p.cmd.Wait()
@@ -121,12 +122,13 @@ func (s *Supervisor) Start(label, name string, env []string, args ...string) (*P
 	return p, nil
 }
 
-func (s *Supervisor) copyLines(label string, r io.Reader, lines chan<- string) {
+func (s *Supervisor) copyLines(p *Process, label string, r io.Reader, lines chan<- string) {
 	var races race.Collector
 	defer func() { s.addRaces(label, races.Reports()) }()
 	scanner := bufio.NewScanner(r)
 	scanner.Buffer(make([]byte, 64<<10), 1<<20)
 	for scanner.Scan() {
+		p.printed.Store(true)
 		s.out.Line(label, scanner.Text())
 		races.Line(scanner.Text())
 		if lines != nil {
@@ -195,18 +197,36 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
-// Stop sends SIGTERM and waits up to StopTimeout, then kills. It returns the exit error, if any.
+// Stop sends SIGTERM and waits up to StopTimeout, then kills. It returns the exit error, if any,
+// but nil for a process that SIGTERM caught still starting (see stopErr).
 func (p *Process) Stop() error {
 	p.stopping.Store(true)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-		return p.err
+		return p.stopErr()
 	case <-time.After(StopTimeout):
 		_ = p.cmd.Process.Kill()
 		<-p.done
 		return fmt.Errorf("%s did not stop within %s and was killed", p.Name, StopTimeout)
 	}
+}
+
+// stopErr is how the process answered SIGTERM: its exit error, or nil for a process that
+// SIGTERM killed before it printed anything. Such a process was still starting: Go's runtime
+// and the package inits run before bootstrap.Main catches the signal, and until then SIGTERM
+// ends a process at once, as it should, since it has done nothing yet. Every process prints
+// its first line after bootstrap.Main caught the signal, so once it has printed, death by
+// SIGTERM is a broken promise, and stopErr returns it.
+func (p *Process) stopErr() error {
+	exit, ok := errors.AsType[*exec.ExitError](p.err)
+	if !ok || p.printed.Load() {
+		return p.err
+	}
+	if status, ok := exit.Sys().(syscall.WaitStatus); ok && status.Signaled() && status.Signal() == syscall.SIGTERM {
+		return nil
+	}
+	return p.err
 }
 
 // RunToEnd runs a command to completion, its output prefixed like the others'.
@@ -241,7 +261,7 @@ func (s *Supervisor) Output(ctx context.Context, name string, env []string, args
 }
 
 // StopAll sends SIGTERM to every running process, then kills what is left after StopTimeout.
-// It returns an error naming every process that did not exit cleanly.
+// It returns an error naming every process that did not exit cleanly, as Stop judges it.
 func (s *Supervisor) StopAll() error {
 	s.mu.Lock()
 	procs := s.procs
@@ -262,8 +282,8 @@ func (s *Supervisor) StopAll() error {
 	for _, p := range running {
 		select {
 		case <-p.done:
-			if p.err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", p.Name, p.err))
+			if err := p.stopErr(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p.Name, err))
 			}
 		case <-deadline:
 			_ = p.cmd.Process.Kill()
