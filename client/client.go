@@ -18,6 +18,10 @@ import (
 	"time"
 )
 
+// DefaultBaseURL is where the API listens on its own default port (api.PortDefault), as
+// `go run ./cmd/dev` runs it: the client tools' address when API_URL is unset.
+const DefaultBaseURL = "http://localhost:5004"
+
 // Defaults for the Client's retry policy.
 const (
 	// DefaultMaxElapsed bounds how long CreateRide keeps retrying. Past it the client gives up
@@ -34,7 +38,7 @@ const (
 
 // Client calls the ride API as one rider.
 type Client struct {
-	// BaseURL is the API's base URL, e.g. "http://localhost:5004".
+	// BaseURL is the API's base URL, e.g. DefaultBaseURL.
 	BaseURL string
 
 	// Token is the rider's API token.

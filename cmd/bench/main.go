@@ -131,7 +131,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	var compare, receipts bool
 	flags.BoolVar(&compare, "compare", false, "start a cluster, the API and pgbench, and compare them (needs nothing running)")
 	flags.BoolVar(&receipts, "receipts", false, "start a cluster and the Procfile's processes, and time receipts from booking to mail server (needs nothing running)")
-	flags.StringVar(&opts.apiURL, "api", cmp.Or(getenv("API_URL"), "http://localhost:5004"), "the API's base URL (API_URL)")
+	flags.StringVar(&opts.apiURL, "api", cmp.Or(getenv("API_URL"), client.DefaultBaseURL), "the API's base URL (API_URL)")
 	flags.StringVar(&opts.token, "token", getenv("RIDES_TOKEN"), "the rider's API token (RIDES_TOKEN)")
 	flags.IntVar(&opts.clients, "clients", 0, fmt.Sprintf("concurrent clients, each making one call at a time (default %d, with -compare %d)",
 		loadClientsDefault, compareClientsDefault))

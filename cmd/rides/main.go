@@ -54,7 +54,7 @@ type outcome struct {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("rides", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	apiURL := flags.String("api", cmp.Or(getenv("API_URL"), "http://localhost:5004"), "the API's base URL (API_URL)")
+	apiURL := flags.String("api", cmp.Or(getenv("API_URL"), client.DefaultBaseURL), "the API's base URL (API_URL)")
 	token := flags.String("token", getenv("RIDES_TOKEN"), "the rider's API token (RIDES_TOKEN)")
 	key := flags.String("key", "", "the Idempotency-Key; a new UUID when empty. Reuse a printed one to retry safely.")
 	from := flags.String("from", "", "origin as lat,lon")
