@@ -17,7 +17,7 @@ func TestStopWhileStarting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sup := New("/", NewPrefixWriter(io.Discard))
+	sup := New("/", NewPrefixWriter(io.Discard)) // binDir "/" and an absolute name: the shell itself
 	start := func(label, script string) *Process {
 		t.Helper()
 		p, err := sup.Start(label, shell, nil, "-c", script)
