@@ -26,14 +26,8 @@ func startStandIn(latency time.Duration) (*standIn, error) {
 		fake: fakestripe.New(fakestripe.Options{}),
 		url:  "http://" + listener.Addr().String(),
 	}
-	var handler http.Handler = s.fake
-	if latency > 0 {
-		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			time.Sleep(latency)
-			s.fake.ServeHTTP(w, r)
-		})
-	}
-	s.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	s.fake.SetLatency(latency)
+	s.server = &http.Server{Handler: s.fake, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.server.Serve(listener) }() // ErrServerClosed once stopped
 	return s, nil
 }
