@@ -6,6 +6,7 @@ package proctest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -207,22 +208,15 @@ func FreePort(t testing.TB) int {
 // WaitHTTP polls url until it answers 200, failing the test after timeout or if p exits first.
 func WaitHTTP(t testing.TB, p *Process, url string, timeout time.Duration) {
 	t.Helper()
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	gone := func() error {
 		if p != nil && p.Exited() {
-			t.Fatalf("%s exited before %s answered:\n%s", p.Name, url, p.Output())
+			return fmt.Errorf("%s exited before %s answered:\n%s", p.Name, url, p.Output())
 		}
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
 	}
-	t.Fatalf("%s did not answer 200 within %s", url, timeout)
+	if err := supervisor.WaitOK(t.Context(), url, timeout, gone); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // WaitOutput waits until the process has printed a line containing substr, and returns that line.
