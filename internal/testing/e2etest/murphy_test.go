@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/rocketrides/rocketrides/client"
 	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
 	"github.com/rocketrides/rocketrides/migrations"
@@ -134,14 +132,7 @@ func TestMurphyDatabaseGoesDown(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	conn, err := pgx.Connect(ctx, cluster.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE rocketrides"); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.Close(ctx); err != nil {
+	if err := cluster.CreateDatabase(ctx, "rocketrides"); err != nil {
 		t.Fatal(err)
 	}
 	if err := migrations.Up(ctx, cluster.URL("rocketrides")); err != nil {
