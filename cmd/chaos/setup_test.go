@@ -5,7 +5,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"testing"
 )
 
 // lastWordsOfUnexpectedExits finds, in the processes' log, each process that exited by itself
@@ -39,7 +38,8 @@ func lastWordsOfUnexpectedExits(path string, n int) string {
 	return out.String()
 }
 
-func tail(t *testing.T, path string, lines int) string {
+// tail returns the last lines of the file at path, or why it could not read it.
+func tail(path string, lines int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()

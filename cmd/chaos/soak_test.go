@@ -46,7 +46,7 @@ func TestSoak(t *testing.T) {
 		t.Errorf("chaos reported a data race:\n%s", report)
 	}
 	if err != nil {
-		t.Logf("tail of the processes' log:\n%s", tail(t, logPath, 80))
+		t.Logf("tail of the processes' log:\n%s", tail(logPath, 80))
 		if last := lastWordsOfUnexpectedExits(logPath, 20); last != "" {
 			t.Logf("the last lines of processes that exited by themselves, other than APIs' crashes:\n%s", last)
 		}

@@ -13,7 +13,8 @@ import (
 
 // holdingServer is an SMTP server that stops at one point of the conversation until the test
 // releases it, so that a test knows exactly where the client is when it cancels the send:
-// smtptest can stall a reply, but not say when the stall began. It speaks just enough SMTP for
+// at the DATA command, before the handover, which smtptest's HoldNext cannot do (it holds once
+// the whole message is in), or at the end of the data, as HoldNext does. It speaks just enough SMTP for
 // net/smtp (no TLS, no AUTH). Like a real server, it delivers every message whose last line it
 // received, whether or not the client is still there to hear that it did.
 type holdingServer struct {

@@ -27,7 +27,7 @@ func TestReceiptsRideNotifications(t *testing.T) {
 	env, mail := b.env, b.mail
 
 	port := proctest.FreePort(t)
-	api := proctest.Start(t, proctest.Build(t, "api"), append(env, fmt.Sprintf("PORT=%d", port), "RATE_LIMITS=off"))
+	api := proctest.Start(t, proctest.Build(t, "api"), append(env, fmt.Sprintf("PORT=%d", port)))
 	enqueuer := proctest.Start(t, proctest.Build(t, "enqueuer"), append(env, "ENQUEUER_POLL_INTERVAL=1h"))
 	worker := proctest.Start(t, proctest.Build(t, "worker"), append(env, "WORKER_POLL_INTERVAL=1h", "METRICS_ADDR=127.0.0.1:0"))
 	apiURL := fmt.Sprintf("http://127.0.0.1:%d", port)

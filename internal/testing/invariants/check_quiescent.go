@@ -1,6 +1,9 @@
 package invariants
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // receiptJobFinalStates are the River job states a job never leaves by itself.
 var receiptJobFinalStates = map[string]bool{"completed": true, "cancelled": true, "discarded": true}
@@ -43,12 +46,7 @@ var receiptJobDeadStates = map[string]bool{"cancelled": true, "discarded": true}
 // rider got it twice, or will; the job is unique per ride so that this never happens. (River
 // deletes completed jobs after a day, so against production this sees the last day only.)
 func (c *checker) checkReceiptJobsPerRide() {
-	rideIDs := make([]int64, 0, len(c.receiptJobs))
-	for id := range c.receiptJobs {
-		rideIDs = append(rideIDs, id)
-	}
-	slices.Sort(rideIDs)
-	for _, rideID := range rideIDs {
+	for _, rideID := range slices.Sorted(maps.Keys(c.receiptJobs)) {
 		live := 0
 		for _, j := range c.receiptJobs[rideID] {
 			if !receiptJobDeadStates[j.State] {
