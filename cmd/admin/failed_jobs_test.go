@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -283,12 +282,7 @@ func TestFailedJobs(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if err := enq.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if code := enq.Wait(t, 10*time.Second); code != 0 {
-			t.Fatalf("want the enqueuer to stop cleanly, got %d:\n%s", code, enq.Output())
-		}
+		enq.Terminate(t, 10*time.Second)
 		if out := b.run(t, b.worker, workerEnv, "-once"); out != `{"completed":1,"failed":0,"discarded":0,"cancelled":0}`+"\n" {
 			t.Fatalf("want the job worked, got %s", out)
 		}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -96,10 +95,5 @@ func (s *testBundle) postRideWithHeader(t *testing.T, header string) (int, strin
 // stop sends SIGTERM to the API and requires a clean exit within the 10 s the processes promise.
 func (s *testBundle) stop(t *testing.T) {
 	t.Helper()
-	if err := s.api.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := s.api.Wait(t, 10*time.Second); code != 0 {
-		t.Fatalf("want exit 0 after SIGTERM, got %d:\n%s", code, s.api.Output())
-	}
+	s.api.Terminate(t, 10*time.Second)
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -76,10 +75,5 @@ func TestStopWhileWaitingForTheDatabase(t *testing.T) {
 	url := fmt.Sprintf("DATABASE_URL=postgres://postgres@127.0.0.1:%d/rocketrides?sslmode=disable&connect_timeout=1", proctest.FreePort(t))
 	api := proctest.Start(t, proctest.Build(t, "api"), []string{url, "STRIPE_API_KEY=sk_test_x"})
 	proctest.WaitOutput(t, api, "database not reachable yet", 10*time.Second)
-	if err := api.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := api.Wait(t, 5*time.Second); code != 0 {
-		t.Fatalf("want exit 0, got %d:\n%s", code, api.Output())
-	}
+	api.Terminate(t, 5*time.Second)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,12 +18,7 @@ func TestRunsUntilSIGTERM(t *testing.T) {
 
 	p := proctest.Start(t, bin, env(b, "COMPLETER_INTERVAL=100ms"))
 	proctest.WaitOutput(t, p, "Completer: pushed keys", 15*time.Second)
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := p.Wait(t, 10*time.Second); code != 0 {
-		t.Fatalf("want exit 0 after SIGTERM, got %d:\n%s", code, p.Output())
-	}
+	p.Terminate(t, 10*time.Second)
 	if !strings.Contains(p.Output(), "Completer: stopped") {
 		t.Fatalf("want a clean stop logged:\n%s", p.Output())
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,12 +25,7 @@ func TestRunsUntilSIGTERM(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := p.Wait(t, 10*time.Second); code != 0 {
-		t.Fatalf("want exit 0 on SIGTERM, got %d:\n%s", code, p.Output())
-	}
+	p.Terminate(t, 10*time.Second)
 	if !strings.Contains(p.Output(), "Enqueuer: stopped") {
 		t.Errorf("want a clean stop logged, got:\n%s", p.Output())
 	}

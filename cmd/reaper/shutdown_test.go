@@ -2,7 +2,6 @@ package main
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,12 +17,7 @@ func TestRunsUntilSIGTERM(t *testing.T) {
 
 	p := proctest.Start(t, bin, []string{"DATABASE_URL=" + b.Pool.Config().ConnString()})
 	proctest.WaitOutput(t, p, "Reaper: reaped keys", 15*time.Second)
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := p.Wait(t, 10*time.Second); code != 0 {
-		t.Fatalf("want exit 0 after SIGTERM, got %d:\n%s", code, p.Output())
-	}
+	p.Terminate(t, 10*time.Second)
 	if !strings.Contains(p.Output(), "Reaper: stopped") {
 		t.Fatalf("want a clean stop logged:\n%s", p.Output())
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
@@ -66,10 +65,5 @@ func TestKeepsDiscardedJobs(t *testing.T) {
 		t.Fatalf("want the discarded and cancelled jobs kept, got discarded kept %t, cancelled kept %t",
 			jobExists(discardedID), jobExists(cancelledID))
 	}
-	if err := worker.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := worker.Wait(t, 10*time.Second); code != 0 {
-		t.Fatalf("want exit 0 after SIGTERM, got %d:\n%s", code, worker.Output())
-	}
+	worker.Terminate(t, 10*time.Second)
 }

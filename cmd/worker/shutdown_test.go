@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,12 +30,7 @@ func TestRunsUntilSIGTERM(t *testing.T) {
 		t.Errorf("want the rendered receipt in the log, got %s", logged)
 	}
 
-	if err := worker.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := worker.Wait(t, 10*time.Second); code != 0 {
-		t.Fatalf("want exit 0 after SIGTERM, got %d:\n%s", code, worker.Output())
-	}
+	worker.Terminate(t, 10*time.Second)
 	if state := w.jobState(t); state != "completed" {
 		t.Fatalf("want the job completed, got %s", state)
 	}

@@ -433,12 +433,7 @@ func TestMurphyBadDeploy(t *testing.T) {
 	s.assertChargeRequests(0)
 
 	// The fix: the bad API is stopped, and a good one takes its place.
-	if err := bad.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := bad.Wait(t, 15*time.Second); code != 0 {
-		t.Fatalf("the bad deploy exited %d after SIGTERM", code)
-	}
+	bad.Terminate(t, 15*time.Second)
 	fixed := s.startAPI(bad.Port)
 
 	// Half the riders come back and retry with their keys.

@@ -158,6 +158,18 @@ func (p *Process) Wait(t testing.TB, timeout time.Duration) int {
 	}
 }
 
+// Terminate stops the process with SIGTERM, as a process manager or a deploy does, and fails
+// the test unless it exits 0 within timeout: the promise every process of Rocket Rides makes.
+func (p *Process) Terminate(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.Wait(t, timeout); code != 0 {
+		t.Fatalf("%s exited %d after SIGTERM, want 0:\n%s", p.Name, code, p.Output())
+	}
+}
+
 // Exited reports whether the process has exited.
 func (p *Process) Exited() bool {
 	select {
