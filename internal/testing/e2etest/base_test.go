@@ -41,14 +41,21 @@ func startBase(t *testing.T, riderEmail string) *base {
 		"RATE_LIMITS=off",
 	}
 
-	out, errOut, code := proctest.Run(t, proctest.Build(t, "admin"), b.env, "create-user", "-email", riderEmail, "-card", "tok_visa")
+	b.riderToken = createRider(t, proctest.Build(t, "admin"), b.env, riderEmail)
+	return b
+}
+
+// createRider runs admin (the binary at adminBin) create-user for a rider with a card that works,
+// as an operator does, and returns the rider's API token.
+func createRider(t *testing.T, adminBin string, env []string, email string) string {
+	t.Helper()
+	out, errOut, code := proctest.Run(t, adminBin, env, "create-user", "-email", email, "-card", "tok_visa")
 	if code != 0 {
 		t.Fatalf("create-user exited %d: %s", code, errOut)
 	}
 	var rider struct{ Token string }
 	if err := json.Unmarshal([]byte(out), &rider); err != nil {
-		t.Fatal(err)
+		t.Fatalf("create-user printed %q: %s", out, err)
 	}
-	b.riderToken = rider.Token
-	return b
+	return rider.Token
 }

@@ -86,15 +86,7 @@ func newMurphyStack(t *testing.T, opts murphyOptions) *murphyStack {
 	t.Cleanup(pool.Close)
 	s.pool = pool
 
-	out, errOut, code := proctest.Run(t, proctest.Build(t, "admin"), s.env(), "create-user", "-email", s.email, "-card", "tok_visa")
-	if code != 0 {
-		t.Fatalf("create-user exited %d: %s", code, errOut)
-	}
-	var rider struct{ Token string }
-	if err := json.Unmarshal([]byte(out), &rider); err != nil {
-		t.Fatalf("create-user printed %q: %s", out, err)
-	}
-	s.token = rider.Token
+	s.token = createRider(t, proctest.Build(t, "admin"), s.env(), s.email)
 	return s
 }
 

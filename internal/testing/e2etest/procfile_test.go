@@ -4,7 +4,6 @@ package e2etest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -181,16 +180,8 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 	}
 	procs := waitProcesses(t, manager, binDir, 3*time.Minute)
 
-	out, errOut, code := proctest.Run(t, filepath.Join(app, "bin", "admin"), readEnvFile(t, filepath.Join(app, ".env")),
-		"create-user", "-email", "procfile@example.com", "-card", "tok_visa")
-	if code != 0 {
-		t.Fatalf("create-user exited %d: %s", code, errOut)
-	}
-	var rider struct{ Token string }
-	if err := json.Unmarshal([]byte(out), &rider); err != nil {
-		t.Fatalf("create-user printed %q: %v", out, err)
-	}
-	c := &client.Client{BaseURL: apiURL, Token: rider.Token}
+	token := createRider(t, filepath.Join(app, "bin", "admin"), readEnvFile(t, filepath.Join(app, ".env")), "procfile@example.com")
+	c := &client.Client{BaseURL: apiURL, Token: token}
 	result, err := c.CreateRide(ctx, client.RideParams{OriginLat: 1, OriginLon: 2, TargetLat: 3, TargetLon: 4})
 	if err != nil {
 		t.Fatal(err)
