@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
 )
@@ -123,10 +124,7 @@ func dbOnlyTarget(databaseURL string) (port int, dbName string, err error) {
 			return 0, "", fmt.Errorf("DATABASE_URL names port %q, not a port number", p)
 		}
 	}
-	dbName = u.Path
-	if len(dbName) > 0 && dbName[0] == '/' {
-		dbName = dbName[1:]
-	}
+	dbName = strings.TrimPrefix(u.Path, "/")
 	if dbName == "" {
 		return 0, "", fmt.Errorf("DATABASE_URL names no database: end it with /%s, as in %s", databaseName, dbOnlyURLDefault)
 	}
