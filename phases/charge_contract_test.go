@@ -20,11 +20,11 @@ func TestChargeRequestContract(t *testing.T) {
 	sc := stripeclient.New(stripeclient.Config{APIKey: "sk_test_123", URL: stripemock.Start(t), Timeout: 10 * time.Second})
 	executor := New(nil, sc, slog.New(slog.DiscardHandler), Config{})
 
-	key := &models.IdempotencyKey{ID: 1, StripeIdempotencyKey: NewStripeIdempotencyKey()}
+	key := &models.IdempotencyKey{ID: 1, IdempotencyKey: "contract-0123456789abcdef",
+		StripeIdempotencyKey: StripeIdempotencyKey([]byte("secret"), 1, "contract-0123456789abcdef")}
 	user := &models.User{ID: 1, StripeCustomerID: "cus_123"}
-	ride := &models.Ride{ID: 42}
 
-	charge, err := executor.createCharge(context.Background(), key, user, ride)
+	charge, err := executor.createCharge(context.Background(), key, user)
 	if err != nil {
 		t.Fatalf("stripe-mock rejected our charge request: %s", err)
 	}

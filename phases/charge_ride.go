@@ -21,6 +21,15 @@ const (
 	RideCurrency          = "usd"
 )
 
+// What a charge carries besides the amount: the same for every try of one request. The
+// metadata names the request, rider and client key, which a person at Stripe's dashboard can
+// find the ride by (rides.stripe_charge_id holds the charge's id).
+const (
+	chargeDescription            = "Rocket Rides ride"
+	ChargeMetadataRiderID        = "rider_id"
+	ChargeMetadataIdempotencyKey = "idempotency_key"
+)
+
 // chargeAnswer is what became of a charge that Stripe answered: the charge, or, for a charge
 // that no retry can change, the response or review that settles the request.
 type chargeAnswer struct {
@@ -71,7 +80,7 @@ func (e *Executor) prepareCharge(ctx context.Context, tx *phaseTx, r *run) (Phas
 // records, or an error that leaves the request at ride_created for a retry.
 func (e *Executor) sendCharge(ctx context.Context, r *run) (*chargeAnswer, error) {
 	start := time.Now()
-	charge, chargeErr := e.createCharge(ctx, r.key, r.req.User, r.ride)
+	charge, chargeErr := e.createCharge(ctx, r.key, r.req.User)
 	answer, err := sortChargeAnswer(r.ride.ID, charge, chargeErr)
 	e.logStripeCall(ctx, r, time.Since(start), charge, chargeErr, chargeOutcome(answer, err))
 	if e.hooks.afterCharge != nil {
@@ -150,14 +159,19 @@ func (e *Executor) needsReview(ctx context.Context, tx *phaseTx, r *run, reason,
 }
 
 // createCharge sends the charge to Stripe.
-func (e *Executor) createCharge(ctx context.Context, key *models.IdempotencyKey, user *models.User, ride *models.Ride) (*stripe.Charge, error) {
+func (e *Executor) createCharge(ctx context.Context, key *models.IdempotencyKey, user *models.User) (*stripe.Charge, error) {
+	// Every parameter comes from the request, none from a row the database made for it (the
+	// ride's id, say): Stripe replays a key only to the same parameters, and after a restore
+	// that lost the first atomic phase, the retry's ride is a new row, but its charge must be
+	// the replay of the first (see StripeIdempotencyKey).
 	params := &stripe.ChargeParams{
 		Amount:      stripe.Int64(RideAmountCents),
 		Currency:    stripe.String(RideCurrency),
 		Customer:    stripe.String(user.StripeCustomerID),
-		Description: stripe.String(fmt.Sprintf("Charge for ride %d", ride.ID)),
+		Description: stripe.String(chargeDescription),
 	}
-	params.AddMetadata("ride_id", strconv.FormatInt(ride.ID, 10))
+	params.AddMetadata(ChargeMetadataRiderID, strconv.FormatInt(user.ID, 10))
+	params.AddMetadata(ChargeMetadataIdempotencyKey, key.IdempotencyKey)
 	params.SetIdempotencyKey(key.StripeIdempotencyKey)
 	params.Context = ctx
 	return e.stripe.Charges.New(params)

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -120,6 +121,9 @@ type Executor struct {
 	logger *slog.Logger
 	pool   *pgxpool.Pool
 	stripe *client.API
+
+	// stripeKeySecret is the database's secret for Stripe idempotency keys, once read.
+	stripeKeySecret atomic.Pointer[[]byte]
 
 	// hooks are nil outside this package's tests.
 	hooks testHooks

@@ -2,7 +2,6 @@ package phases
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +29,10 @@ func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run
 		if err != nil {
 			return false, fmt.Errorf("error encoding request params: %w", err)
 		}
+		stripeKey, err := e.stripeIdempotencyKey(ctx, tx, req.User.ID, req.IdempotencyKey)
+		if err != nil {
+			return false, err
+		}
 		r.key = &models.IdempotencyKey{
 			ID:                   models.NewID(),
 			IdempotencyKey:       req.IdempotencyKey,
@@ -38,7 +41,7 @@ func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run
 			RequestPath:          requestPath,
 			OriginIP:             req.OriginIP,
 			RecoveryPoint:        models.RecoveryPointStarted,
-			StripeIdempotencyKey: NewStripeIdempotencyKey(),
+			StripeIdempotencyKey: stripeKey,
 			UserID:               req.User.ID,
 		}
 		return true, nil
@@ -84,13 +87,4 @@ func newKeyParams(key *models.IdempotencyKey, progress models.IdempotencyKeyProg
 		UserID:               key.UserID,
 		Progress:             progress,
 	}
-}
-
-// NewStripeIdempotencyKey makes the key our charge is sent to Stripe with. We never pass on
-// the client's key: Stripe scopes keys to our account, not to our users, so two riders' keys
-// could collide. And it is random rather than derived from the row id, because ids repeat
-// across databases (a restored backup, a second region) and Stripe would then replay another
-// ride's charge. 128 random bits make a collision as good as impossible.
-func NewStripeIdempotencyKey() string {
-	return "rocket-rides-" + rand.Text()
 }

@@ -44,6 +44,11 @@ const ridesPerBatch = 10_000
 // the stored response shows.
 const coordinateDecimals = 6
 
+// seedStripeKeySecret derives the seeded keys' Stripe keys, shaped as the API's are. Random for
+// each run, so that no seeded key can be a live database's: seeded charges are no Stripe
+// account's either.
+var seedStripeKeySecret = []byte(cryptorand.Text())
+
 // history is one finished ride and the rows around it.
 type history struct {
 	key     models.IdempotencyKey
@@ -135,7 +140,7 @@ func newHistory(ids *idSource, userID int64, start, end time.Time) (*history, er
 			ResponseCode:         &responseCode,
 			ResponseBody:         body,
 			RecoveryPoint:        models.RecoveryPointFinished,
-			StripeIdempotencyKey: phases.NewStripeIdempotencyKey(),
+			StripeIdempotencyKey: phases.StripeIdempotencyKey(seedStripeKeySecret, userID, idempotencyKey),
 			ChargeAttemptedAt:    &createdAt,
 			UserID:               userID,
 		},

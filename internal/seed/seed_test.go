@@ -99,7 +99,7 @@ func TestSeed(t *testing.T) {
 			INSERT INTO idempotency_keys (idempotency_key, request_method, request_path, request_params,
 				origin_ip, recovery_point, stripe_idempotency_key, user_id)
 			VALUES ('after-the-seed-0123456789', 'POST', '/rides', '{}', '127.0.0.1', 'started', $1, $2)
-			RETURNING id`, phases.NewStripeIdempotencyKey(), userID).Scan(&keyID); err != nil {
+			RETURNING id`, phases.StripeIdempotencyKey([]byte("test"), userID, "after-the-seed-0123456789"), userID).Scan(&keyID); err != nil {
 			t.Fatalf("error inserting a key after the seed: %v", err)
 		}
 		if err := pool.QueryRow(ctx, `

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
@@ -68,6 +69,20 @@ func NewEmptyDB(t testing.TB) string {
 	t.Helper()
 	// template0 is Postgres's pristine template, to which nobody can connect.
 	return getServer(t).createDB(t, "template0")
+}
+
+// CopyDB copies the database at url, as it stands now, into a new database that is dropped when
+// the test ends, and returns the copy's URL: a backup taken at this moment, for tests of what a
+// restore keeps. Nobody may be connected to the original while it is copied (Postgres refuses to
+// clone a database in use); close or reset the test's pools on it first.
+func CopyDB(t testing.TB, url string) string {
+	t.Helper()
+	s := getServer(t)
+	config, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("dbtest: error parsing %s: %v", url, err)
+	}
+	return s.createDB(t, config.Database)
 }
 
 // NewPool creates a database for this test as NewDB does, and returns a pool on it that is

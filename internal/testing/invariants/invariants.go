@@ -268,7 +268,8 @@ func describeKey(k *keyRow) string {
 func describeCharges(charges []Charge) string {
 	parts := make([]string, 0, len(charges))
 	for _, ch := range charges {
-		parts = append(parts, fmt.Sprintf("%s (%s, ride %s, stripe key %s)", ch.ID, ch.Status, ch.Metadata["ride_id"], ch.IdempotencyKey))
+		parts = append(parts, fmt.Sprintf("%s (%s, rider %s, key %s, stripe key %s)", ch.ID, ch.Status,
+			ch.Metadata[metadataRiderID], ch.Metadata[metadataIdempotencyKey], ch.IdempotencyKey))
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
 }

@@ -113,7 +113,7 @@ func (b *testBundle) book(t *testing.T) *booking {
 	bk.rideID = b.insertRide(t, bk.keyID, bk.chargeID, bk.messageID)
 	b.finishKey(t, bk.keyID, 201, createdBody(bk.rideID, bk.chargeID))
 
-	b.observed.Charges = append(b.observed.Charges, b.charge(bk.chargeID, bk.stripeKey, bk.rideID))
+	b.observed.Charges = append(b.observed.Charges, b.charge(bk.chargeID, bk.stripeKey, bk.key))
 	b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
 		UserID: b.userID, IdempotencyKey: bk.key, Kind: OutcomeCreated, RideID: bk.rideID, ChargeID: bk.chargeID,
 	})
@@ -122,12 +122,17 @@ func (b *testBundle) book(t *testing.T) *booking {
 }
 
 // charge is a succeeded $20.00 charge of the bundle's rider: the price written out, as the
-// checker writes it, so that neither follows phases.RideAmountCents.
-func (b *testBundle) charge(id, stripeKey string, rideID int64) Charge {
-	return Charge{
+// checker writes it, so that neither follows phases.RideAmountCents. Its metadata names the
+// request it was made for, as the API's charges do, unless clientKey is empty.
+func (b *testBundle) charge(id, stripeKey, clientKey string) Charge {
+	ch := Charge{
 		ID: id, Amount: 2000, Currency: "usd", Customer: b.customer,
-		Status: ChargeStatusSucceeded, IdempotencyKey: stripeKey, Metadata: map[string]string{"ride_id": fmt.Sprint(rideID)},
+		Status: ChargeStatusSucceeded, IdempotencyKey: stripeKey,
 	}
+	if clientKey != "" {
+		ch.Metadata = map[string]string{"rider_id": fmt.Sprint(b.userID), "idempotency_key": clientKey}
+	}
+	return ch
 }
 
 // decline adds a request whose card was declined: a ride without charge, a failed charge at
@@ -135,9 +140,9 @@ func (b *testBundle) charge(id, stripeKey string, rideID int64) Charge {
 func (b *testBundle) decline(t *testing.T) (keyID int64, key string) {
 	t.Helper()
 	keyID, key, stripeKey := b.insertKey(t, "started", false)
-	rideID := b.insertRide(t, keyID, "", "")
+	b.insertRide(t, keyID, "", "")
 	b.finishKey(t, keyID, 402, `{"status": 402, "code": "card_declined"}`)
-	failed := b.charge(fmt.Sprintf("ch_declined_%d", seq.Add(1)), stripeKey, rideID)
+	failed := b.charge(fmt.Sprintf("ch_declined_%d", seq.Add(1)), stripeKey, key)
 	failed.Status = "failed"
 	b.observed.Charges = append(b.observed.Charges, failed)
 	b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
@@ -258,18 +263,19 @@ func TestCheck(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		bk := b.book(t)
-		b.observed.Charges = append(b.observed.Charges, b.charge("ch_second", bk.stripeKey, bk.rideID))
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_second", bk.stripeKey, bk.key))
 		report := b.check(t, RuleCreatedChargeCount, RuleChargeDuplicate, RuleChargeOrphan)
 		if n := countRule(report, RuleChargeDuplicate); n != 1 {
 			t.Errorf("want the duplicate reported once although it shares Stripe key and ride, got %d", n)
 		}
 	})
 
-	t.Run("ChargedTwiceForOneRide", func(t *testing.T) {
+	// Two Stripe keys for one request: what a lost commit made of a Stripe key drawn at random.
+	t.Run("ChargedTwiceForOneRequest", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		bk := b.book(t)
-		b.observed.Charges = append(b.observed.Charges, b.charge("ch_other_key", "stripe-key-from-elsewhere-0001", bk.rideID))
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_other_key", "stripe-key-from-elsewhere-0001", bk.key))
 		b.check(t, RuleChargeDuplicate, RuleChargeOrphan)
 	})
 
@@ -277,7 +283,7 @@ func TestCheck(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.book(t)
-		b.observed.Charges = append(b.observed.Charges, b.charge("ch_orphan", "", 12345))
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_orphan", "", ""))
 		report := b.check(t, RuleChargeOrphan)
 		if d := report.Violations[0].Detail; !strings.Contains(d, "ch_orphan") {
 			t.Errorf("want the charge named, got %q", d)
@@ -287,8 +293,8 @@ func TestCheck(t *testing.T) {
 	t.Run("ChargeUnderReviewIsNoOrphan", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, _, stripeKey, rideID := b.needsReview(t)
-		b.observed.Charges = append(b.observed.Charges, b.charge("ch_unsure", stripeKey, rideID))
+		_, key, stripeKey, _ := b.needsReview(t)
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_unsure", stripeKey, key))
 		report := b.check(t)
 		if len(report.ForReview) != 1 || !strings.Contains(report.ForReview[0], "ch_unsure") {
 			t.Errorf("want the request listed for review with the charge Stripe holds, got %q", report.ForReview)
@@ -306,7 +312,7 @@ func TestCheck(t *testing.T) {
 		b.scan(t, `SELECT k.stripe_idempotency_key, r.id FROM idempotency_keys k JOIN rides r ON r.idempotency_key_id = k.id
 			WHERE k.id = $1`, []any{keyID}, &stripeKey, &rideID)
 		b.recordForReview(t, keyID, key, rideID)
-		b.observed.Charges = append(b.observed.Charges, b.charge("ch_behind_a_decline", stripeKey, rideID))
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_behind_a_decline", stripeKey, key))
 		b.check(t, RuleChargeOrphan)
 	})
 
@@ -315,9 +321,9 @@ func TestCheck(t *testing.T) {
 	t.Run("ChargedButSetAsideForReview", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, _, stripeKey, rideID := b.needsReview(t)
+		_, key, stripeKey, rideID := b.needsReview(t)
 		b.exec(t, `UPDATE rides SET stripe_charge_id = 'ch_known' WHERE id = $1`, rideID)
-		b.observed.Charges = append(b.observed.Charges, b.charge("ch_known", stripeKey, rideID))
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_known", stripeKey, key))
 		b.check(t, RuleChargedNotCreated)
 	})
 
@@ -341,7 +347,7 @@ func TestCheck(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		bk := b.book(t)
-		b.observed.Charges = []Charge{b.charge("ch_not_recorded", bk.stripeKey, bk.rideID)}
+		b.observed.Charges = []Charge{b.charge("ch_not_recorded", bk.stripeKey, bk.key)}
 		// The ride's charge is unknown to Stripe, and Stripe's is unknown to the rides.
 		b.check(t, RuleChargeMismatch, RuleChargeOrphan)
 	})
@@ -349,10 +355,10 @@ func TestCheck(t *testing.T) {
 	t.Run("ChargedButRefused", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		keyID, _, stripeKey := b.insertKey(t, "started", false)
-		rideID := b.insertRide(t, keyID, "ch_taken", "")
+		keyID, key, stripeKey := b.insertKey(t, "started", false)
+		b.insertRide(t, keyID, "ch_taken", "")
 		b.finishKey(t, keyID, 402, `{"status": 402, "code": "card_declined"}`)
-		b.observed.Charges = append(b.observed.Charges, b.charge("ch_taken", stripeKey, rideID))
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_taken", stripeKey, key))
 		b.check(t, RuleChargedNotCreated)
 	})
 
@@ -415,9 +421,9 @@ func TestCheck(t *testing.T) {
 	t.Run("ChargedKeyLeftLockedIsReportedOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		keyID, _, stripeKey := b.insertKey(t, "charge_created", true)
-		rideID := b.insertRide(t, keyID, "ch_pending", "")
-		b.observed.Charges = append(b.observed.Charges, b.charge("ch_pending", stripeKey, rideID))
+		keyID, key, stripeKey := b.insertKey(t, "charge_created", true)
+		b.insertRide(t, keyID, "ch_pending", "")
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_pending", stripeKey, key))
 		if report := b.check(t, RuleKeyLocked); len(report.Violations) != 1 {
 			t.Errorf("want one violation, got %v", report.Violations)
 		}
@@ -567,7 +573,7 @@ func TestCheck(t *testing.T) {
 			b.insertKey(t, "started", false)
 		}
 		b.book(t)
-		b.observed.Charges = append(b.observed.Charges, b.charge("ch_orphan_1", "", 100001), b.charge("ch_orphan_2", "", 100002))
+		b.observed.Charges = append(b.observed.Charges, b.charge("ch_orphan_1", "", ""), b.charge("ch_orphan_2", "", ""))
 		report := b.check(t, RuleKeyUnfinished, RuleChargeOrphan)
 		if len(report.Violations) != 5 {
 			t.Errorf("want 5 violations, got %d: %v", len(report.Violations), report.Violations)

@@ -1,0 +1,17 @@
+package models
+
+import (
+	"context"
+	"fmt"
+)
+
+// StripeKeySecretGet returns this database's secret for deriving Stripe idempotency keys, which
+// migration 00008_stripe_key_secret.sql draws once, at random, and which every backup, replica
+// and restore of the database carries with it.
+func StripeKeySecretGet(ctx context.Context, db DBTX) ([]byte, error) {
+	var secret []byte
+	if err := db.QueryRow(ctx, `SELECT secret FROM stripe_key_secret`).Scan(&secret); err != nil {
+		return nil, fmt.Errorf("error reading the Stripe key secret: %w", notFound(err))
+	}
+	return secret, nil
+}
