@@ -96,8 +96,9 @@ func errFromPhases(err error) *apiError {
 			"The payment processor could not be reached. Retry with the same Idempotency-Key; you will not be charged twice.")
 		e.retryAfter = retryAfterPaymentUnavailable
 		return e
-	// After the Stripe case: an unreachable Stripe looks like a network error too.
-	case models.IsUnavailable(err):
+	// After the Stripe case: an unreachable Stripe looks like a network error too. A commit
+	// whose outcome is unknown is the database's failure, not ours: the retry finds out.
+	case errors.Is(err, phases.ErrCommitOutcomeUnknown), models.IsUnavailable(err):
 		return errDatabaseUnavailable()
 	default:
 		return errInternal()

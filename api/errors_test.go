@@ -33,6 +33,8 @@ func TestErrFromPhases(t *testing.T) {
 		{errors.New("anything else"), http.StatusInternalServerError, problem.CodeInternalError, false},
 		{fmt.Errorf("error locking key: %w", &pgconn.PgError{Code: "57P01"}), http.StatusServiceUnavailable, problem.CodeServiceUnavailable, true},
 		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, http.StatusServiceUnavailable, problem.CodeServiceUnavailable, true},
+		{fmt.Errorf("error committing: %w: %w", phases.ErrCommitOutcomeUnknown, errors.New("conn closed")), http.StatusServiceUnavailable, problem.CodeServiceUnavailable, true},
+		{fmt.Errorf("error inserting key: %w", &pgconn.PgError{Code: "25006"}), http.StatusServiceUnavailable, problem.CodeServiceUnavailable, true},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%T_%s", tt.err, tt.code), func(t *testing.T) {

@@ -50,15 +50,17 @@ func IsUnavailable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// Class 08: connection exception; 57P01-57P03: shutdown, crash, cannot connect now;
-		// 57014: statement_timeout (or a cancelled query); 55P03: lock_timeout.
+		// 57014: statement_timeout (or a cancelled query); 55P03: lock_timeout; 25006: a write
+		// on a server that is a standby, which an old primary is once it has been demoted.
 		switch pgErr.Code {
-		case "57P01", "57P02", "57P03", "57014", "55P03":
+		case "57P01", "57P02", "57P03", "57014", "55P03", "25006":
 			return true
 		}
 		return strings.HasPrefix(pgErr.Code, "08")
 	}
+	// ErrConnClosed: a statement on a connection that pgx had already closed when it broke.
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || pgconn.Timeout(err) ||
-		errors.Is(err, context.DeadlineExceeded)
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // ErrUniqueViolation is returned when an insert collides with a unique constraint that the

@@ -118,9 +118,12 @@ type IdempotencyKeyInsertParams struct {
 	Progress             IdempotencyKeyProgress
 }
 
+// LockGenerationFirst is the lock generation of a new key's first lock.
+const LockGenerationFirst int64 = 1
+
 // IdempotencyKeyInsert queues on batch the insert of a new key, at the progress its first
 // atomic phase made and, unless that finished it, leased to the inserting request for lease, as
-// lock generation 1. key receives the row once the batch has run.
+// LockGenerationFirst. key receives the row once the batch has run.
 func IdempotencyKeyInsert(batch *pgx.Batch, params IdempotencyKeyInsertParams, lease time.Duration, key *IdempotencyKey) {
 	p := params.Progress
 	batch.Queue(`
@@ -130,11 +133,11 @@ func IdempotencyKeyInsert(batch *pgx.Batch, params IdempotencyKeyInsertParams, l
 		VALUES ($1, $2,
 			CASE WHEN $7 = 'finished' THEN NULL ELSE now() END,
 			CASE WHEN $7 = 'finished' THEN NULL ELSE now() + make_interval(secs => $13) END,
-			1, $3, $4, $5, $6, $7, $8, $9, $10, CASE WHEN $11::boolean THEN now() END, $12)
+			$14, $3, $4, $5, $6, $7, $8, $9, $10, CASE WHEN $11::boolean THEN now() END, $12)
 		RETURNING `+idempotencyKeyColumns,
 		params.ID, params.IdempotencyKey, params.RequestMethod, params.RequestParams,
 		params.RequestPath, params.OriginIP, p.RecoveryPoint, p.ResponseCode, p.ResponseBody,
-		params.StripeIdempotencyKey, p.ChargeAttempted, params.UserID, lease.Seconds(),
+		params.StripeIdempotencyKey, p.ChargeAttempted, params.UserID, lease.Seconds(), LockGenerationFirst,
 	).QueryRow(func(row pgx.Row) error {
 		k, err := scanIdempotencyKey(row)
 		if err != nil {

@@ -160,6 +160,18 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
 		e.config.Metrics.SerializationRetries.WithLabelValues(string(phase)).Add(float64(attempts - 1))
 	}
 	lockLost := err != nil && committing && !newKey && written.ID == 0 && errors.Is(err, models.ErrNotFound)
+	if errors.Is(err, ErrCommitOutcomeUnknown) {
+		// The phase may have committed, its lock included. The run unlocks with the lock
+		// generation the phase wrote: the unlock is fenced on it, so it releases the key only if
+		// the phase did commit, and a retry need not wait out the lease.
+		keyID, generation := r.key.ID, r.lockGeneration
+		if newKey {
+			generation = models.LockGenerationFirst
+		}
+		*r = start
+		r.key, r.lockGeneration = &models.IdempotencyKey{ID: keyID}, generation
+		return err
+	}
 	if err != nil {
 		// Nothing of this phase committed, the lock it may have taken included: the run is as
 		// the last commit left it, and so is the lock generation it unlocks with.

@@ -23,6 +23,12 @@ var (
 	// was committed, and a retry of the request resumes.
 	ErrConflict = errors.New("phase kept conflicting with concurrent transactions")
 
+	// ErrCommitOutcomeUnknown: the connection failed while an atomic phase was committing (the
+	// database went away, or failed over to its standby), so whether the phase committed is
+	// unknown. The request stops; its retry finds out, resuming from whichever recovery point
+	// the key holds.
+	ErrCommitOutcomeUnknown = errors.New("the database did not confirm the commit")
+
 	// ErrSimulated is the failure the raise_error parameter asks for.
 	ErrSimulated = errors.New("simulated error after ride_created (raise_error)")
 

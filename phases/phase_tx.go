@@ -103,6 +103,10 @@ func (t *phaseTx) commit(ctx context.Context) error {
 		return errors.New("bug: the transaction did not begin")
 	}
 	if err := t.tx.Commit(ctx); err != nil {
+		if _, answered := errors.AsType[*pgconn.PgError](err); !answered {
+			// No answer from the server: the COMMIT may have reached it and committed.
+			return fmt.Errorf("error committing: %w: %w", ErrCommitOutcomeUnknown, err)
+		}
 		return fmt.Errorf("error committing: %w", err)
 	}
 	return nil

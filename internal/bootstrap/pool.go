@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/rocketrides/rocketrides/migrations"
 )
@@ -41,6 +44,26 @@ const (
 	LockTimeoutDefault      = 2 * time.Second
 )
 
+// ConnectTimeoutDefault bounds connecting to one host of DATABASE_URL, unless it sets its own
+// connect_timeout. A multi-host DATABASE_URL (a primary and its standby, with
+// target_session_attrs=read-write) has pgx try the hosts in turn; a primary whose machine froze
+// neither accepts nor refuses, and without a bound every new connection would wait on it for
+// the kernel's connect timeout, minutes, before trying the standby that took over.
+const ConnectTimeoutDefault = 2 * time.Second
+
+// TCP keepalive on every connection. A connection to a machine that froze or fell off the
+// network gets no reset, so one that only waits (a LISTEN) would wait forever; with probes after
+// 5 s of silence, three of them 2 s apart, the kernel gives up on it within about 11 s.
+const (
+	keepAliveIdle     = 5 * time.Second
+	keepAliveInterval = 2 * time.Second
+	keepAliveCount    = 3
+)
+
+// pingTimeout bounds a starting process's check that the database answers: room to try two
+// hosts for ConnectTimeoutDefault each.
+const pingTimeout = 2*ConnectTimeoutDefault + time.Second
+
 // OpenPool connects to the configured database, waiting up to connectWait for it to come up,
 // and checks that it is migrated.
 func OpenPool(ctx context.Context, cfg *Config, logger *slog.Logger) (*pgxpool.Pool, error) {
@@ -62,18 +85,31 @@ func OpenPool(ctx context.Context, cfg *Config, logger *slog.Logger) (*pgxpool.P
 	if _, ok := params["lock_timeout"]; !ok {
 		params["lock_timeout"] = strconv.FormatInt(LockTimeoutDefault.Milliseconds(), 10)
 	}
+	conn := poolConfig.ConnConfig
+	if !strings.Contains(cfg.DatabaseURL, "connect_timeout") {
+		conn.ConnectTimeout = ConnectTimeoutDefault
+	}
+	dialer := &net.Dialer{
+		Timeout: conn.ConnectTimeout,
+		KeepAliveConfig: net.KeepAliveConfig{
+			Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount,
+		},
+	}
+	conn.DialFunc = dialer.DialContext
 	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
 	if err != nil {
 		return nil, fmt.Errorf("error creating database pool: %w", err)
 	}
 
 	err = waitForDatabase(ctx, logger, func(ctx context.Context) error {
-		pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		pingCtx, cancel := context.WithTimeout(ctx, pingTimeout)
 		defer cancel()
 		if err := pool.Ping(pingCtx); err != nil {
 			return err
 		}
-		return checkMigrated(ctx, cfg.DatabaseURL)
+		checkCtx, cancel := context.WithTimeout(ctx, pingTimeout)
+		defer cancel()
+		return checkMigrated(checkCtx, conn)
 	})
 	if err != nil {
 		pool.Close()
@@ -120,11 +156,9 @@ func (e *schemaError) Error() string { return e.msg }
 
 // checkMigrated fails when the database lacks migrations this build knows of: a process
 // running against an older schema would fail later, on some request, in a less obvious way.
-func checkMigrated(ctx context.Context, databaseURL string) error {
-	db, err := migrations.Open(databaseURL)
-	if err != nil {
-		return err
-	}
+// It connects as the pool does, connect timeout and dialer included.
+func checkMigrated(ctx context.Context, conn *pgx.ConnConfig) error {
+	db := stdlib.OpenDB(*conn)
 	defer db.Close()
 	provider, err := migrations.NewProvider(db)
 	if err != nil {

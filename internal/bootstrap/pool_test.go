@@ -3,9 +3,13 @@ package bootstrap
 import (
 	"context"
 	"database/sql/driver"
+	"net"
+
 	"fmt"
+	"github.com/jackc/pgx/v5/pgconn"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
@@ -82,4 +86,53 @@ func TestWaitForDatabase(t *testing.T) {
 			t.Fatalf("want the schema's error at once, got %v after %d checks", err, calls)
 		}
 	})
+}
+
+// TestOpenPoolPassesAFrozenHost puts a host that accepts connections and never answers, as a
+// primary whose machine froze does, first in a multi-host DATABASE_URL: the pool must give up on
+// it and reach the database behind it.
+func TestOpenPoolPassesAFrozenHost(t *testing.T) {
+	t.Parallel()
+	frozen, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		held []net.Conn
+	)
+	go func() {
+		for {
+			conn, err := frozen.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, conn)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = frozen.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, conn := range held {
+			_ = conn.Close()
+		}
+	})
+
+	live, err := pgconn.ParseConfig(dbtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("host=127.0.0.1,%s port=%d,%d dbname=%s user=%s sslmode=disable target_session_attrs=read-write",
+		live.Host, frozen.Addr().(*net.TCPAddr).Port, live.Port, live.Database, live.User)
+	pool, err := OpenPool(t.Context(), &Config{DatabaseURL: url}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("want the pool to pass the frozen host, got %v", err)
+	}
+	defer pool.Close()
+	if err := pool.Ping(t.Context()); err != nil {
+		t.Fatalf("want the database behind the frozen host, got %v", err)
+	}
 }
