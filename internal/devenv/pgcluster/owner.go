@@ -3,6 +3,7 @@ package pgcluster
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"strconv"
 	"syscall"
@@ -55,4 +56,25 @@ func (o owner) chown(path string) error {
 // that uses it.
 func (o owner) sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Credential: o.credential, Pdeathsig: syscall.SIGKILL, Setpgid: true}
+}
+
+// RunAsOwner makes cmd run as the OS user that this package runs Postgres as (postgres, when
+// we are root), with the same safeguards as the server: for other Postgres tools that refuse
+// root, such as pg_auto_failover's pg_autoctl.
+func RunAsOwner(cmd *exec.Cmd) error {
+	o, err := lookupOwner()
+	if err != nil {
+		return err
+	}
+	cmd.SysProcAttr = o.sysProcAttr()
+	return nil
+}
+
+// GiveToOwner hands path to the OS user that RunAsOwner runs commands as.
+func GiveToOwner(path string) error {
+	o, err := lookupOwner()
+	if err != nil {
+		return err
+	}
+	return o.chown(path)
 }
