@@ -13,6 +13,14 @@
 -- random source (pg_strong_random): 244 random bits, hashed to a full-width HMAC key.
 --
 -- Keys stored before this migration keep the random Stripe key they were created with.
+--
+-- A Stripe key is no longer unique by itself: two first requests of one rider's key, racing, now
+-- derive the same one, and the loser must see the serialization failure that the unique index on
+-- (user_id, idempotency_key) gives it under SERIALIZABLE, which a retry turns into a replay or a
+-- 409. A unique index on the Stripe key would be checked first and answer with a unique
+-- violation, as the transaction never read that index. Uniqueness follows from the rider's:
+-- one (user_id, idempotency_key) derives one Stripe key, and keys drawn at random before never
+-- collide.
 
 -- +goose Up
 CREATE TABLE stripe_key_secret (
@@ -24,5 +32,8 @@ CREATE TABLE stripe_key_secret (
 INSERT INTO stripe_key_secret (secret)
 VALUES (sha256(convert_to(gen_random_uuid()::text || gen_random_uuid()::text, 'UTF8')));
 
+ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_stripe_idempotency_key_key;
+
 -- +goose Down
+ALTER TABLE idempotency_keys ADD CONSTRAINT idempotency_keys_stripe_idempotency_key_key UNIQUE (stripe_idempotency_key);
 DROP TABLE stripe_key_secret;

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,4 +88,49 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// TestRacingFirstRequests sends one key's first request twice at once, as a double tap does,
+// both transactions inserting the key and deriving the same Stripe key. The loser must find out
+// through the serialization failure of the (user_id, idempotency_key) index, which a retry turns
+// into ErrKeyInUse or a replay, never through a unique violation on the Stripe key, which would
+// answer 500.
+func TestRacingFirstRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	// Both first transactions get past the key's lookup, finding nothing, before either commits.
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	var first atomic.Int32
+	b.executor.hooks.inPhase = func(_ context.Context, _ models.DBTX, point models.RecoveryPoint) error {
+		if point == models.RecoveryPointStarted && first.Add(1) <= 2 {
+			arrived.Done()
+			arrived.Wait()
+		}
+		return nil
+	}
+
+	errs := make(chan error, 2)
+	created := make(chan *Outcome, 2)
+	for range 2 {
+		go func() {
+			outcome, err := b.executor.CreateRide(context.Background(), newRequest(b.Rider))
+			created <- outcome
+			errs <- err
+		}()
+	}
+	for range 2 {
+		outcome, err := <-created, <-errs
+		switch {
+		case errors.Is(err, ErrKeyInUse):
+		case err != nil:
+			t.Errorf("want a 201 or ErrKeyInUse, got %v", err)
+		case outcome.StatusCode != 201:
+			t.Errorf("want a 201, got %d: %s", outcome.StatusCode, outcome.Body)
+		}
+	}
+	if n := len(b.SucceededCharges()); n != 1 {
+		t.Errorf("want one charge, got %d", n)
+	}
 }

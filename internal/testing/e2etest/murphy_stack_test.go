@@ -490,7 +490,7 @@ func (s *murphyStack) assertBookedOnce(key string, got *client.Result) keyRow {
 		s.t.Fatalf("key %s: want exactly one succeeded charge at Stripe for %s, got %+v", key, k.StripeKey, charges)
 	}
 	if charges[0].ID != *k.RideStripeCharge || charges[0].Amount != 20_00 ||
-		charges[0].Metadata["ride_id"] != fmt.Sprint(*k.RideID) {
+		charges[0].Metadata["idempotency_key"] != key {
 		s.t.Fatalf("key %s: Stripe's charge %+v is not ride %d's charge %s for $20.00", key, charges[0], *k.RideID, *k.RideStripeCharge)
 	}
 	return k
