@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/rocketrides/rocketrides/internal/testing/invariants"
@@ -33,6 +34,10 @@ func (s *soak) check(ctx context.Context) (*invariants.Report, error) {
 			s.fail("a client call ended with an error that is no answer of package client: %v", rec.clientErr)
 		}
 		outcomes = append(outcomes, rec.outcome)
+	}
+
+	if n := s.load.answers.statuses()[http.StatusInternalServerError]; n > 0 {
+		s.fail("the API answered 500 to %d attempts: a server unsure of an outcome must say 503, and retrying finds out", n)
 	}
 
 	apiExits := 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -69,6 +70,9 @@ type load struct {
 	wg       sync.WaitGroup
 	inFlight atomic.Int64
 
+	// answers counts what the API answered each attempt, by status.
+	answers *answerTally
+
 	mu      sync.Mutex
 	records []record
 }
@@ -80,7 +84,56 @@ func newLoad(cfg *config, st *stack) *load {
 		declined: st.declined,
 		hosts:    st.apiHosts(),
 		base:     &http.Transport{MaxIdleConnsPerHost: cfg.clients * 2, IdleConnTimeout: 30 * time.Second},
+		answers:  &answerTally{byStatus: map[int]int{}},
 	}
+}
+
+// answerTally counts the API's answers to every attempt, and notes the first 201 to an attempt
+// sent after a moment that a failover marks.
+type answerTally struct {
+	mu        sync.Mutex
+	byStatus  map[int]int
+	watchFrom time.Time
+	created   time.Time // the first 201 to an attempt sent after watchFrom; zero until then
+}
+
+func (a *answerTally) add(sent time.Time, status int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.byStatus[status]++
+	if status == http.StatusCreated && !a.watchFrom.IsZero() && sent.After(a.watchFrom) && a.created.IsZero() {
+		a.created = time.Now()
+	}
+}
+
+// statuses returns the counts by status.
+func (a *answerTally) statuses() map[int]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.byStatus)
+}
+
+// watchFrom starts watching for the first ride booked by an attempt sent after from.
+func (l *load) watchFrom(from time.Time) {
+	l.answers.mu.Lock()
+	defer l.answers.mu.Unlock()
+	l.answers.watchFrom, l.answers.created = from, time.Time{}
+}
+
+// firstCreated waits up to wait for the ride that watchFrom waits for, and returns when it was
+// booked.
+func (l *load) firstCreated(ctx context.Context, wait time.Duration) (time.Time, bool) {
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		l.answers.mu.Lock()
+		created := l.answers.created
+		l.answers.mu.Unlock()
+		if !created.IsZero() {
+			return created, true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Time{}, false
 }
 
 // start runs cfg.clients clients until stop is closed. Calls in progress then run to their end;
@@ -149,7 +202,7 @@ func (l *load) call(ctx context.Context, mode callMode, r rider, key string, par
 		Token:   r.Token,
 		HTTPClient: &http.Client{
 			Timeout:   attemptTimeout,
-			Transport: &roundRobin{hosts: l.hosts, next: start, base: l.base},
+			Transport: &roundRobin{hosts: l.hosts, next: start, base: l.base, answers: l.answers},
 		},
 		MaxElapsed:  maxElapsed,
 		BaseBackoff: clientBaseBackoff,
@@ -239,18 +292,21 @@ func (l *load) redrive(ctx context.Context) int {
 // balancer does: an attempt that found its replica dead is retried on another. One roundRobin
 // serves one call, so that its attempts alternate whatever other calls do.
 type roundRobin struct {
-	hosts []string
-	next  uint64
-	base  http.RoundTripper
+	hosts   []string
+	next    uint64
+	base    http.RoundTripper
+	answers *answerTally
 }
 
 func (rr *roundRobin) RoundTrip(req *http.Request) (*http.Response, error) {
 	host := rr.hosts[atomic.AddUint64(&rr.next, 1)%uint64(len(rr.hosts))]
 	out := req.Clone(req.Context()) // a RoundTripper must not change the request it was given
 	out.URL.Host, out.Host = host, host
+	sent := time.Now()
 	resp, err := rr.base.RoundTrip(out)
 	if err != nil {
 		return nil, fmt.Errorf("replica %s: %w", host, err)
 	}
+	rr.answers.add(sent, resp.StatusCode)
 	return resp, nil
 }

@@ -27,6 +27,7 @@ type config struct {
 	workers        int
 	crashProb      float64
 	dbRestarts     int
+	ha             bool
 	strictReceipts bool
 	maxDuplicates  int
 	logPath        string
@@ -44,6 +45,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	flags.IntVar(&cfg.workers, "workers", 2, "receipt workers")
 	flags.Float64Var(&cfg.crashProb, "crash-prob", 0.01, "probability that an API crashes (or stalls) at each fault point of a request")
 	flags.IntVar(&cfg.dbRestarts, "db-restarts", 0, "database restarts during the soak; 0 means one per 12 s of -duration, at least one")
+	flags.BoolVar(&cfg.ha, "ha", false, "run the database as a pg_auto_failover formation, a primary and its synchronous standby, "+
+		"and make each database fault a failover: the primary's machine lost (SIGKILL) and frozen (SIGSTOP) in turn")
 	flags.BoolVar(&cfg.strictReceipts, "strict-receipts", false, "count a receipt mailed twice (same Message-ID) as a violation")
 	flags.IntVar(&cfg.maxDuplicates, "max-duplicate-receipts", maxDuplicateReceiptsDefault, "fail if more copies of receipts than this were mailed (a receipt mailed twice is one copy)")
 	flags.StringVar(&cfg.logPath, "log", "", "file for the processes' output; default a new file in the temporary directory")

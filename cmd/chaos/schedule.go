@@ -20,6 +20,8 @@ const (
 	faultStripeDrop      faultKind = "stripe_charge_then_drop" // Stripe charges, then drops the connection
 	faultStripeLatency   faultKind = "stripe_latency"          // Stripe slows down for a while
 	faultDatabaseRestart faultKind = "db_restart"              // the database stops, and starts again
+	faultFailoverKill    faultKind = "db_failover_kill"        // -ha: the primary's machine dies; the standby takes over
+	faultFailoverFreeze  faultKind = "db_failover_freeze"      // -ha: the primary's machine hangs; the standby takes over
 )
 
 // randomFaultKinds are drawn at random for the schedule, with their weights. Database

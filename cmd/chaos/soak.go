@@ -30,6 +30,7 @@ type soak struct {
 	mu          sync.Mutex
 	fired       map[faultKind]int // faults the harness performed; for Stripe faults, queued
 	faultErrors []string          // faults that could not be performed
+	unavailable []time.Duration   // each failover's: from the primary's loss to the first 201 after it
 
 	// What settling found.
 	unfinishedAtSoakEnd   int // keys not finished when the faults stopped
@@ -41,12 +42,23 @@ type soak struct {
 }
 
 func newSoak(cfg *config, st *stack, events *eventLog, progress func(string, ...any)) *soak {
+	faults := schedule(cfg.seed, cfg.duration, cfg.dbRestarts)
+	if cfg.ha {
+		// Every database fault is a failover, the machine lost and frozen in turn.
+		n := 0
+		for i := range faults {
+			if faults[i].kind == faultDatabaseRestart {
+				faults[i].kind = []faultKind{faultFailoverKill, faultFailoverFreeze}[n%2]
+				n++
+			}
+		}
+	}
 	return &soak{
 		cfg:      cfg,
 		st:       st,
 		events:   events,
 		progress: progress,
-		faults:   schedule(cfg.seed, cfg.duration, cfg.dbRestarts),
+		faults:   faults,
 		load:     newLoad(cfg, st),
 		fatal:    make(chan error, 1),
 		fired:    map[faultKind]int{},
@@ -166,6 +178,8 @@ func (s *soak) inject(ctx context.Context, f fault) {
 		}
 	case faultDatabaseRestart:
 		s.restartDatabase(ctx, f)
+	case faultFailoverKill, faultFailoverFreeze:
+		s.failover(ctx, f)
 	}
 }
 

@@ -26,45 +26,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("the soak takes about a minute")
 	}
 	t.Parallel()
-	bin := proctest.Build(t, "chaos")
-	seed := uint64(time.Now().UnixNano())
-	dir := t.TempDir()
-	summaryPath := filepath.Join(dir, "summary.json")
-	logPath := filepath.Join(dir, "chaos.log")
-	t.Logf("seed %d", seed)
-
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-duration", "40s", "-clients", "8", "-seed", strconv.FormatUint(seed, 10),
-		"-log", logPath, "-summary-json", summaryPath)
-	cmd.Dir = "." // inside the module, where chaos finds the commands to build
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	t.Logf("chaos output:\n%s", out.String())
-	for _, report := range race.Reports(out.String()) {
-		t.Errorf("chaos reported a data race:\n%s", report)
-	}
-	if err != nil {
-		t.Logf("tail of the processes' log:\n%s", tail(logPath, 80))
-		if last := lastWordsOfUnexpectedExits(logPath, 20); last != "" {
-			t.Logf("the last lines of processes that exited by themselves, other than APIs' crashes:\n%s", last)
-		}
-		t.Fatalf("chaos failed: %v", err)
-	}
-
-	var sum summary
-	b, err := os.ReadFile(summaryPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &sum); err != nil {
-		t.Fatal(err)
-	}
-	if !sum.Checked || len(sum.Violations) > 0 || len(sum.Failures) > 0 {
-		t.Errorf("want the invariants checked, with no violations and no failures; got checked=%t, %q and %q",
-			sum.Checked, sum.Violations, sum.Failures)
-	}
+	sum := runSoak(t, 4*time.Minute, "-duration", "40s", "-clients", "8")
 	// On a loaded 2-core machine a healthy soak books several hundred rides; 100 means
 	// the service was mostly down, which the faults should never achieve.
 	if sum.Requests < 100 || sum.KeysCreated < 50 {
@@ -123,4 +85,82 @@ func TestLastWordsOfUnexpectedExits(t *testing.T) {
 	if got != want {
 		t.Errorf("want the enqueuer's exit and its lines, not the API's crash:\n%s\ngot:\n%s", want, got)
 	}
+}
+
+// TestSoakFailover runs the soak on a highly available database, a pg_auto_failover primary and
+// its synchronous standby, whose primary is lost five times while clients book rides: its
+// machine killed, and frozen, in turn. Every invariant must hold as in TestSoak, with no 500 to
+// any attempt, no process exiting by itself, and each receipt mailed once.
+func TestSoakFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the soak takes about two minutes")
+	}
+	// Not in parallel with TestSoak: the failovers' timing is measured, and two soaks at once
+	// would stretch it on a two-core machine.
+	sum := runSoak(t, 6*time.Minute, "-ha", "-duration", "75s", "-db-restarts", "5", "-clients", "8", "-strict-receipts")
+
+	if sum.Faults[string(faultFailoverKill)] < 2 || sum.Faults[string(faultFailoverFreeze)] < 2 ||
+		len(sum.Unavailable) != 5 {
+		t.Errorf("want 5 failovers, the primary killed and frozen in turn, got %v, unavailable for %v", sum.Faults, sum.Unavailable)
+	}
+	if n := sum.AnswersByStatus["500"]; n > 0 {
+		t.Errorf("want no 500, got %d", n)
+	}
+	if sum.Receipts != sum.KeysCreated || sum.DuplicateEmails != 0 {
+		t.Errorf("want one receipt for each of the %d rides, got %d and %d copies", sum.KeysCreated, sum.Receipts, sum.DuplicateEmails)
+	}
+	if sum.KeysCreated < 100 {
+		t.Errorf("want at least 100 rides booked through the failovers, got %d", sum.KeysCreated)
+	}
+	// The monitor's tuned timing (hacluster.TunedSettings) promises a failover in seconds.
+	if len(sum.Unavailable) > 0 && median(sum.Unavailable) > 15 {
+		t.Errorf("want the median time from the primary's loss to the next ride booked at most 15 s, got %v", sum.Unavailable)
+	}
+	t.Logf("seconds from the primary's loss to the first ride booked: %v", sum.Unavailable)
+}
+
+// runSoak runs the chaos binary with args, and returns its summary once it found every
+// invariant held, with no failure and no data race in any process.
+func runSoak(t *testing.T, timeout time.Duration, args ...string) *summary {
+	t.Helper()
+	bin := proctest.Build(t, "chaos")
+	seed := uint64(time.Now().UnixNano())
+	dir := t.TempDir()
+	summaryPath := filepath.Join(dir, "summary.json")
+	logPath := filepath.Join(dir, "chaos.log")
+	t.Logf("seed %d", seed)
+
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	args = append(args, "-seed", strconv.FormatUint(seed, 10), "-log", logPath, "-summary-json", summaryPath)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = "." // inside the module, where chaos finds the commands to build
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	t.Logf("chaos output:\n%s", out.String())
+	for _, report := range race.Reports(out.String()) {
+		t.Errorf("chaos reported a data race:\n%s", report)
+	}
+	if err != nil {
+		t.Logf("tail of the processes' log:\n%s", tail(logPath, 80))
+		if last := lastWordsOfUnexpectedExits(logPath, 20); last != "" {
+			t.Logf("the last lines of processes that exited by themselves, other than APIs' crashes:\n%s", last)
+		}
+		t.Fatalf("chaos failed: %v", err)
+	}
+
+	var sum summary
+	b, err := os.ReadFile(summaryPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if !sum.Checked || len(sum.Violations) > 0 || len(sum.Failures) > 0 {
+		t.Fatalf("want the invariants checked, with no violations and no failures; got checked=%t, %q and %q",
+			sum.Checked, sum.Violations, sum.Failures)
+	}
+	return &sum
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rocketrides/rocketrides/internal/devenv/hacluster"
 	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
 	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
@@ -58,6 +59,7 @@ type stack struct {
 	binDir      string
 	sup         *supervisor.Supervisor
 	cluster     *pgcluster.Cluster
+	formation   *hacluster.Formation // with -ha, instead of cluster
 	databaseURL string
 	pool        *pgxpool.Pool // the harness's own connections, for watching and checking
 	stripe      *stripeControl
@@ -248,6 +250,14 @@ func (st *stack) apiHosts() []string {
 }
 
 func (st *stack) startDatabase(ctx context.Context, log io.Writer) error {
+	if st.cfg.ha {
+		formation, err := hacluster.Start(ctx, hacluster.Config{Tuned: true, Database: "rocketrides", Output: log})
+		if err != nil {
+			return err
+		}
+		st.formation, st.databaseURL = formation, formation.URL()
+		return nil
+	}
 	cluster, err := pgcluster.Start(ctx, pgcluster.Config{Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		return err
@@ -309,6 +319,11 @@ func (st *stack) close() error {
 		defer cancel()
 		if err := st.cluster.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("error stopping Postgres: %w", err))
+		}
+	}
+	if st.formation != nil {
+		if err := st.formation.Stop(context.Background()); err != nil {
+			errs = append(errs, fmt.Errorf("error stopping the HA formation: %w", err))
 		}
 	}
 	if st.binDir != "" {

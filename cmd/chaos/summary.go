@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -47,6 +48,13 @@ type summary struct {
 	ReceiptJobsRetriedEarly int `json:"receipt_jobs_retried_early"`
 	ReceiptRaces            int `json:"receipt_races"`
 	StripeChargeRequests    int `json:"stripe_charge_requests"`
+
+	// AnswersByStatus counts the API's answers to every attempt; a 500 is a broken promise
+	// (a failure), since no fault of the soak leaves the server unsure of anything but what a
+	// 503 says. Unavailable is each failover's, in seconds: from the primary's loss to the
+	// first ride booked after it.
+	AnswersByStatus map[string]int `json:"answers_by_status"`
+	Unavailable     []float64      `json:"unavailable_s,omitempty"`
 
 	Keys             int      `json:"keys"`
 	KeysCreated      int      `json:"keys_created"`
@@ -110,6 +118,15 @@ func (sum *summary) addSoak(s *soak) {
 	sum.UnfinishedAtSoakEnd, sum.UnfinishedAfterSettle = s.unfinishedAtSoakEnd, s.unfinishedAfterSettle
 	sum.ReceiptJobsRetriedEarly = s.jobsRetriedEarly
 	sum.StripeChargeRequests = s.stripeChargeRequests
+	sum.AnswersByStatus = map[string]int{}
+	for status, n := range s.load.answers.statuses() {
+		sum.AnswersByStatus[strconv.Itoa(status)] = n
+	}
+	s.mu.Lock()
+	for _, d := range s.unavailable {
+		sum.Unavailable = append(sum.Unavailable, d.Seconds())
+	}
+	s.mu.Unlock()
 }
 
 // addRaces takes in the race detector's reports in the processes' output, each a failure. A
@@ -184,6 +201,7 @@ func (sum *summary) print(w io.Writer) {
 	row("ride requests", "%d client calls", sum.Requests)
 	row("calls by kind", "%s", formatCounts(sum.CallsByMode))
 	row("HTTP attempts", "%d (%d retries)", sum.Attempts, sum.Retries)
+	row("answers by status", "%s", formatCounts(sum.AnswersByStatus))
 	row("replayed answers", "%d", sum.Replays)
 	row("asked again after unknown", "%d keys", sum.Redriven)
 	section("Outcomes")
@@ -212,6 +230,10 @@ func (sum *summary) print(w io.Writer) {
 	row("keys the completer finished", "%d", sum.CompleterFinished)
 	row("stalled requests fenced off", "%d (answered 409 after losing their key)", sum.Fenced)
 	row("receipt jobs retried early", "%d", sum.ReceiptJobsRetriedEarly)
+	if len(sum.Unavailable) > 0 {
+		row("failovers", "%d; seconds from the primary's loss to the first ride booked: %s, median %.1f",
+			len(sum.Unavailable), formatSeconds(sum.Unavailable), median(sum.Unavailable))
+	}
 	section("State")
 	row("idempotency keys", "%d (%d created, %d refused)", sum.Keys, sum.KeysCreated, sum.KeysRefused)
 	row("rides", "%d (%d charged)", sum.Rides, sum.ChargedRides)
@@ -279,4 +301,23 @@ func sumOf(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// formatSeconds writes durations in seconds, one decimal each.
+func formatSeconds(seconds []float64) string {
+	parts := make([]string, len(seconds))
+	for i, s := range seconds {
+		parts[i] = strconv.FormatFloat(s, 'f', 1, 64)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// median returns the median of values, which must not be empty.
+func median(values []float64) float64 {
+	sorted := slices.Sorted(slices.Values(values))
+	mid := len(sorted) / 2
+	if len(sorted)%2 == 0 {
+		return (sorted[mid-1] + sorted[mid]) / 2
+	}
+	return sorted[mid]
 }
