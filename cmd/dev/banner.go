@@ -17,6 +17,7 @@ type metricsEndpoint struct {
 type bannerData struct {
 	APIURL       string
 	DatabaseURL  string
+	MonitorURL   string // with -ha
 	StripeAPIKey string
 	StripeURL    string
 	State        stateDir
@@ -34,6 +35,11 @@ Rocket Rides is running.
 
   API          {{.APIURL}}
   Stripe       {{.StripeURL}} (stand-in)
+{{- if .MonitorURL}}
+  Database     highly available: a primary and its synchronous standby, which the
+               pg_auto_failover monitor promotes if the primary is lost. Which is which:
+               psql '{{.MonitorURL}}' -c 'SELECT nodename, reportedstate FROM pgautofailover.node'
+{{- end}}
   Data         {{if .State}}kept in {{.State}}: the database in {{.State.Postgres}},
                the Stripe stand-in's customers and charges in {{.State.StripeJournal}}{{else}}{{.State}}{{end}}
 

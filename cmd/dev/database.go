@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/rocketrides/rocketrides/internal/devenv/hacluster"
 	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
 )
 
@@ -23,6 +27,7 @@ const databaseName = "rocketrides"
 // thrown away, together.
 const (
 	postgresSubdir    = "postgres"
+	haSubdir          = "ha"
 	stripeJournalFile = "fakestripe.jsonl"
 )
 
@@ -36,6 +41,14 @@ func (d stateDir) Postgres() string {
 		return ""
 	}
 	return filepath.Join(string(d), postgresSubdir)
+}
+
+// HA is the directory of the highly available formation, empty for a throwaway one.
+func (d stateDir) HA() string {
+	if d == "" {
+		return ""
+	}
+	return filepath.Join(string(d), haSubdir)
 }
 
 // StripeJournal is the Stripe stand-in's journal, empty for one that keeps nothing.
@@ -71,10 +84,47 @@ func (d stateDir) String() string {
 	return string(d)
 }
 
-// startDatabase starts the cluster, in dir if set and in a throwaway directory if not, on TCP
+// database is the running PostgreSQL of dev: one cluster, or a highly available formation.
+type database struct {
+	url        string
+	monitorURL string // the pg_auto_failover monitor's, with -ha
+	stop       func(ctx context.Context) error
+}
+
+// startDatabase starts the database in the state directory (a throwaway one if it is empty):
+// one cluster on TCP port port of localhost if not zero, or with ha a formation whose monitor
+// is on port port (free ports if zero), and creates database dbName if it does not exist yet.
+func startDatabase(ctx context.Context, state stateDir, ha bool, port int, dbName string, logf func(string, ...any)) (*database, error) {
+	if ha {
+		return startFormation(ctx, state.HA(), port, dbName, logf)
+	}
+	cluster, url, err := startCluster(ctx, state.Postgres(), port, dbName, logf)
+	if err != nil {
+		return nil, err
+	}
+	return &database{url: url, stop: cluster.Stop}, nil
+}
+
+// startFormation starts a pg_auto_failover formation in dir, with the tuned failover timing
+// that docs/operations.md measures.
+func startFormation(ctx context.Context, dir string, port int, dbName string, logf func(string, ...any)) (*database, error) {
+	logf("Starting PostgreSQL highly available: a pg_auto_failover monitor, a primary and its synchronous standby (data in %s)", stateDir(dir))
+	if dir != "" {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	formation, err := hacluster.Start(ctx, hacluster.Config{Dir: dir, BasePort: port, Database: dbName, Tuned: true})
+	if err != nil {
+		return nil, err
+	}
+	return &database{url: formation.URL(), monitorURL: formation.MonitorURL(), stop: formation.Stop}, nil
+}
+
+// startCluster starts the cluster, in dir if set and in a throwaway directory if not, on TCP
 // port port of localhost if not zero, and creates database dbName if it does not exist yet. It
 // returns the database's URL.
-func startDatabase(ctx context.Context, dir string, port int, dbName string, logf func(string, ...any)) (*pgcluster.Cluster, string, error) {
+func startCluster(ctx context.Context, dir string, port int, dbName string, logf func(string, ...any)) (*pgcluster.Cluster, string, error) {
 	cfg := pgcluster.Config{Logger: slog.New(slog.DiscardHandler), Port: port}
 	if dir != "" {
 		cfg.DataDir = dir
@@ -104,7 +154,13 @@ const dbOnlyURLDefault = "postgres://postgres@localhost:5433/rocketrides?sslmode
 // for the default): a Procfile manager's processes connect to the URL in .env, so -db-only
 // listens where it says. It runs a database of its own on this machine, so the URL must name
 // localhost and the cluster's user, postgres.
-func dbOnlyTarget(databaseURL string) (port int, dbName string, err error) {
+//
+// With ha, the URL is the formation's multi-host one, and port is the monitor's, one below the
+// first node's.
+func dbOnlyTarget(databaseURL string, ha bool) (port int, dbName string, err error) {
+	if ha {
+		return haTarget(cmp.Or(databaseURL, haURLDefault))
+	}
 	if databaseURL == "" {
 		databaseURL = dbOnlyURLDefault
 	}
@@ -129,4 +185,20 @@ func dbOnlyTarget(databaseURL string) (port int, dbName string, err error) {
 		return 0, "", fmt.Errorf("DATABASE_URL names no database: end it with /%s, as in %s", databaseName, dbOnlyURLDefault)
 	}
 	return port, dbName, nil
+}
+
+// haURLDefault is the formation -db-only -ha serves when DATABASE_URL is unset: its two nodes on
+// the ports after the monitor's 26000, whichever of them is primary.
+const haURLDefault = "postgres://postgres@127.0.0.1:26001,127.0.0.1:26002/rocketrides?target_session_attrs=read-write&sslmode=disable"
+
+// haTarget reads the monitor's port and the database's name from a formation's URL.
+func haTarget(databaseURL string) (port int, dbName string, err error) {
+	config, err := pgconn.ParseConfig(databaseURL)
+	if err != nil {
+		return 0, "", fmt.Errorf("DATABASE_URL is not a postgres:// URL: %w", err)
+	}
+	if len(config.Fallbacks) != 1 || config.Fallbacks[0].Port != config.Port+1 {
+		return 0, "", fmt.Errorf("DATABASE_URL must name the formation's two nodes on consecutive ports, as in %s", haURLDefault)
+	}
+	return int(config.Port) - 1, config.Database, nil
 }

@@ -12,25 +12,30 @@ import (
 // that a Procfile manager runs. It listens where databaseURL (DATABASE_URL, .env's under
 // `foreman run`) says, so that .env names one database for every command, and runs until ctx
 // ends.
-func runDatabaseOnly(ctx context.Context, dir stateDir, databaseURL string, stdout io.Writer, logf func(string, ...any)) error {
-	port, dbName, err := dbOnlyTarget(databaseURL)
+func runDatabaseOnly(ctx context.Context, dir stateDir, databaseURL string, ha bool, stdout io.Writer, logf func(string, ...any)) error {
+	port, dbName, err := dbOnlyTarget(databaseURL, ha)
 	if err != nil {
 		return err
 	}
 	if err := dir.check(); err != nil {
 		return err
 	}
-	cluster, url, err := startDatabase(ctx, dir.Postgres(), port, dbName, logf)
+	db, err := startDatabase(ctx, dir, ha, port, dbName, logf)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		logf("Stopping PostgreSQL")
-		_ = cluster.Stop(context.WithoutCancel(ctx))
+		_ = db.stop(context.WithoutCancel(ctx))
 	}()
+	url := db.url
 	logf("Migrating")
 	if err := migrations.Up(ctx, url); err != nil {
 		return err
+	}
+	where := dir.Postgres()
+	if ha {
+		where = dir.HA() + " (a monitor, a primary and its synchronous standby; the monitor at " + db.monitorURL + ")"
 	}
 
 	fmt.Fprintf(stdout, `
@@ -41,7 +46,7 @@ DATABASE_URL=%[2]s
 The Procfile's processes find it through that line of .env, as .env.example writes it; in a
 shell, export DATABASE_URL='%[2]s'. Ctrl-C stops it, and the data stays for the next run.
 
-`, dir.Postgres(), url)
+`, where, url)
 	<-ctx.Done()
 	logf("Stopping")
 	return nil

@@ -79,7 +79,7 @@ func TestDBOnlyTarget(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			port, dbName, err := dbOnlyTarget(c.url)
+			port, dbName, err := dbOnlyTarget(c.url, false)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("want an error saying %q, got %v", c.err, err)

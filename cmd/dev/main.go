@@ -36,6 +36,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	flags := flag.NewFlagSet("dev", flag.ContinueOnError)
 	persist := flags.Bool("persist", false, "keep the database and the Stripe stand-in's customers and charges in "+persistDirDefault+" between runs")
 	dataDir := flags.String("data-dir", "", "keep them in this directory between runs (implies -persist): the database in DIR/"+postgresSubdir+", the stand-in's in DIR/"+stripeJournalFile)
+	ha := flags.Bool("ha", false, "run PostgreSQL highly available: a pg_auto_failover monitor, a primary and its synchronous standby on loopback, "+
+		"every process given their multi-host DATABASE_URL (needs Debian's postgresql-15-auto-failover and pg-auto-failover-cli)")
 	dbOnly := flags.Bool("db-only", false, "run only PostgreSQL, migrated and kept in "+persistDirDefault+" (or -data-dir), where DATABASE_URL says (default "+dbOnlyURLDefault+")")
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -69,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		state = stateDir(filepath.Join(root, persistDirDefault))
 	}
 	if *dbOnly {
-		return runDatabaseOnly(ctx, state, getenv("DATABASE_URL"), stdout, logf)
+		return runDatabaseOnly(ctx, state, getenv("DATABASE_URL"), *ha, stdout, logf)
 	}
 	if err := state.check(); err != nil {
 		return err
@@ -85,14 +87,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 
-	cluster, databaseURL, err := startDatabase(ctx, state.Postgres(), 0, databaseName, logf)
+	db, err := startDatabase(ctx, state, *ha, 0, databaseName, logf)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		logf("Stopping PostgreSQL")
-		_ = cluster.Stop(context.WithoutCancel(ctx))
+		_ = db.stop(context.WithoutCancel(ctx))
 	}()
+	databaseURL := db.url
 
 	sup := supervisor.New(binDir, out)
 	defer func() {
@@ -159,7 +162,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 	fmt.Fprint(stdout, banner(bannerData{
-		APIURL: fmt.Sprintf("http://localhost:%d", port), DatabaseURL: databaseURL, StripeAPIKey: stripeAPIKey, StripeURL: stripeURL,
+		APIURL: fmt.Sprintf("http://localhost:%d", port), DatabaseURL: databaseURL, MonitorURL: db.monitorURL, StripeAPIKey: stripeAPIKey, StripeURL: stripeURL,
 		State: state, Rider: rider, Declined: declined, Metrics: metrics,
 	}))
 
