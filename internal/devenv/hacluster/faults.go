@@ -70,16 +70,16 @@ func (f *Formation) SetSynchronous(ctx context.Context, on bool) error {
 	if err := f.run(ctx, "set", "node", "replication-quorum", strconv.FormatBool(on), "--pgdata", standby.pgdata); err != nil {
 		return err
 	}
-	want := "''"
-	if on {
-		want = "ANY 1"
+	// The primary goes through a state or two to apply it.
+	if err := f.WaitHealthy(ctx); err != nil {
+		return err
 	}
 	return f.poll(ctx, "synchronous_standby_names to follow", func(ctx context.Context) (bool, error) {
 		var names string
 		err := f.queryNode(ctx, primary, func(conn *pgx.Conn) error {
-			return conn.QueryRow(ctx, "SELECT quote_literal(current_setting('synchronous_standby_names'))").Scan(&names)
+			return conn.QueryRow(ctx, "SELECT current_setting('synchronous_standby_names')").Scan(&names)
 		})
-		return err == nil && strings.Contains(names, strings.Trim(want, "'")) && (on || names == want), nil
+		return err == nil && (names != "") == on, nil
 	})
 }
 

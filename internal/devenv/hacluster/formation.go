@@ -3,7 +3,7 @@
 // synchronous standby, all on loopback. When the primary is lost, the monitor promotes the
 // standby; every process of Rocket Rides follows through its multi-host DATABASE_URL.
 //
-// In production the three run on three machines; docs/operations.md says how they are set up.
+// In production the three run on three machines; docs/high-availability.md says how they are set up.
 package hacluster
 
 import (

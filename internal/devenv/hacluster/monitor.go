@@ -17,7 +17,7 @@ import (
 // waits primary_demote_timeout for the old primary to demote itself before promoting the
 // standby. By default those add up to about 50 s; tuned, about 6 s. Shorter still risks a
 // failover for a primary that was only slow (a checkpoint, a loaded machine), each of which costs
-// every client its connections. docs/operations.md gives the figures measured with both.
+// every client its connections. docs/high-availability.md gives the figures measured with both.
 var TunedSettings = map[string]string{
 	"pgautofailover.health_check_period":               "1000", // ms; default 5000
 	"pgautofailover.health_check_timeout":              "1000", // ms; default 5000

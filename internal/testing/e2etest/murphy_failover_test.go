@@ -1,0 +1,85 @@
+package e2etest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rocketrides/rocketrides/internal/devenv/hacluster"
+	"github.com/rocketrides/rocketrides/migrations"
+)
+
+// TestMurphyFailoverLosesACommit makes the standby asynchronous on purpose and keeps it from
+// receiving anything, books a ride (the API commits both atomic phases on the primary alone and
+// answers 201), then loses the primary's machine. The monitor promotes a standby that never
+// heard of the ride: the request is forgotten, after Stripe charged it. The rider's retry with
+// the same key, through the same API process, must get the charge Stripe already made back,
+// and Stripe must hold one charge.
+//
+// With synchronous replication, the formation's normal state, no acknowledged commit is lost
+// this way (internal/devenv/hacluster's TestFormation, and the failover soak); this is the
+// defence for when one is anyway: an asynchronous standby, a restore from a backup.
+func TestMurphyFailoverLosesACommit(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ha, err := hacluster.Start(ctx, hacluster.Config{Tuned: true})
+	if err != nil {
+		t.Fatalf("error starting a highly available Postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := ha.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := migrations.Up(ctx, ha.URL()); err != nil {
+		t.Fatal(err)
+	}
+	s := newMurphyStack(t, murphyOptions{DatabaseURL: ha.URL()})
+	api := s.startAPI(0)
+
+	if err := ha.SetSynchronous(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	resume, err := ha.PauseReplication(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := newKey(t)
+	first, err := s.client(api.URL).CreateRideWithKey(ctx, key, murphyParams)
+	if err != nil {
+		t.Fatalf("want the ride booked on the primary alone, got %v", err)
+	}
+	charges := s.stripeCharges().Succeeded(s.key(key).StripeKey)
+	if len(charges) != 1 {
+		t.Fatalf("want one charge before the failover, got %+v", charges)
+	}
+
+	old, err := ha.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ha.Kill(old); err != nil {
+		t.Fatal(err)
+	}
+	_ = resume() // the WAL senders died with their primary
+	if err := ha.WaitPromoted(ctx, 1-old); err != nil {
+		t.Fatal(err)
+	}
+	s.pool.Reset() // its connections were to the lost primary
+	if s.keyExists(key) {
+		t.Fatal("the promoted standby holds the key: the failover lost nothing, and the test shows nothing")
+	}
+
+	retried, err := s.client(api.URL).CreateRideWithKey(ctx, key, murphyParams)
+	if err != nil {
+		t.Fatalf("want the retry booked after the failover, got %v", err)
+	}
+	if retried.Ride.StripeChargeID == nil || *retried.Ride.StripeChargeID != *first.Ride.StripeChargeID {
+		t.Errorf("want the retry to record the first charge %s, got %v", *first.Ride.StripeChargeID, deref(retried.Ride.StripeChargeID))
+	}
+	if n := len(s.stripeCharges().Succeeded("")); n != 1 {
+		t.Errorf("want Stripe to hold one charge, got %d: the rider was charged twice", n)
+	}
+	s.assertBookedOnce(key, retried)
+}
