@@ -24,7 +24,7 @@ type apiTarget struct {
 // run starts the API, loads it with one client per bench rider for duration, and stops it.
 // Stopping it ends its sessions, which is when Postgres counts what they did.
 func (a *apiTarget) run(ctx context.Context, clients int, duration time.Duration) (m *measurement, err error) {
-	databaseURL := a.db.cluster.URL(dbAPI)
+	databaseURL := a.db.url(dbAPI)
 	if a.opts.apiPoolConns > 0 {
 		databaseURL += "&pool_max_conns=" + strconv.Itoa(a.opts.apiPoolConns)
 	}

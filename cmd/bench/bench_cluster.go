@@ -34,8 +34,10 @@ const idleTimeout = 15 * time.Second
 // benchCluster is the comparison's own Postgres cluster, durable unlike pgcluster's default,
 // with a connection to its postgres database for the bookkeeping.
 type benchCluster struct {
-	binDir  string // of the server and of pgbench
-	cluster *pgcluster.Cluster
+	binDir  string                     // of the server and of pgbench
+	url     func(dbname string) string // of a database on it
+	dataDir string
+	stopped func(ctx context.Context) error // stops the server and removes its data
 	admin   *pgx.Conn
 
 	// statStatements is whether pg_stat_statements is loaded.
@@ -68,10 +70,12 @@ func startDurableCluster(ctx context.Context, clients int, serverLog io.Writer) 
 		settings["log_error_verbosity"] = "verbose"
 		config.Logger = slog.New(slog.NewTextHandler(serverLog, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	if c.cluster, err = pgcluster.Start(ctx, config); err != nil {
+	cluster, err := pgcluster.Start(ctx, config)
+	if err != nil {
 		return nil, fmt.Errorf("error starting Postgres: %w", err)
 	}
-	if c.admin, err = pgx.Connect(ctx, c.cluster.URL("postgres")); err != nil {
+	c.url, c.dataDir, c.stopped = cluster.URL, cluster.DataDir(), cluster.Stop
+	if c.admin, err = pgx.Connect(ctx, c.url("postgres")); err != nil {
 		return nil, errors.Join(fmt.Errorf("error connecting to Postgres: %w", err), c.stop(ctx))
 	}
 	if c.statStatements {
@@ -91,7 +95,7 @@ func (c *benchCluster) stop(ctx context.Context) error {
 	if c.admin != nil {
 		err = c.admin.Close(ctx)
 	}
-	return errors.Join(err, c.cluster.Stop(ctx))
+	return errors.Join(err, c.stopped(ctx))
 }
 
 // hasStatStatements reports whether the pg_stat_statements module is installed beside the
@@ -132,7 +136,7 @@ func (c *benchCluster) settings(ctx context.Context) ([]setting, error) {
 // would flush nothing anywhere.
 func (c *benchCluster) fileSystem() string {
 	var st syscall.Statfs_t
-	if err := syscall.Statfs(c.cluster.DataDir(), &st); err != nil {
+	if err := syscall.Statfs(c.dataDir, &st); err != nil {
 		return "unknown file system"
 	}
 	names := map[int64]string{
@@ -174,7 +178,7 @@ func (c *benchCluster) prewarm(ctx context.Context, dbname string) error {
 	if !hasContrib(c.binDir, "pg_prewarm") {
 		return nil
 	}
-	conn, err := pgx.Connect(ctx, c.cluster.URL(dbname))
+	conn, err := pgx.Connect(ctx, c.url(dbname))
 	if err != nil {
 		return fmt.Errorf("error connecting to %s: %w", dbname, err)
 	}

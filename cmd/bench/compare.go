@@ -50,6 +50,7 @@ func runCompare(ctx context.Context, opts *options, stdout, stderr io.Writer) in
 type measurement struct {
 	target  string
 	clients int
+	side    string // with -compare-ha: the single node or the synchronous standby
 
 	rides          int64
 	elapsed        time.Duration
@@ -108,7 +109,7 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	defer standIn.stop()
 
 	say("preparing the databases (-rides %d, -riders %d)", opts.rides, opts.riders)
-	tokens, err := cluster.prepare(ctx, opts, standIn)
+	tokens, err := cluster.prepare(ctx, opts, standIn, true)
 	if err != nil {
 		return nil, err
 	}

@@ -42,48 +42,52 @@ const standInKey = "sk_test_rocketrides_bench"
 const riderStripeTimeout = 10 * time.Second
 
 // prepare creates the three databases with the same history of -rides rides by -riders riders,
-// and in each the -clients bench riders, client i being rider i. It returns the API tokens of
-// the API's bench riders, client i's at i.
-func (c *benchCluster) prepare(ctx context.Context, opts *options, standIn *standIn) ([]string, error) {
+// and in each the -clients bench riders, client i being rider i; without article, all but the
+// article's. It returns the API tokens of the API's bench riders, client i's at i.
+func (c *benchCluster) prepare(ctx context.Context, opts *options, standIn *standIn, article bool) ([]string, error) {
+	dbnames := []string{dbAPI, dbTwoTx}
 	// twotx is a copy of api: the same schema, filled alike, at half the seeding time.
 	if err := c.createDatabase(ctx, dbAPI, ""); err != nil {
 		return nil, err
 	}
-	if err := migrations.Up(ctx, c.cluster.URL(dbAPI)); err != nil {
+	if err := migrations.Up(ctx, c.url(dbAPI)); err != nil {
 		return nil, err
 	}
-	if err := seedHistory(ctx, c.cluster.URL(dbAPI), opts); err != nil {
+	if err := seedHistory(ctx, c.url(dbAPI), opts); err != nil {
 		return nil, err
 	}
 	if err := c.createDatabase(ctx, dbTwoTx, dbAPI); err != nil {
 		return nil, err
 	}
 
-	if err := c.createDatabase(ctx, dbArticle, ""); err != nil {
-		return nil, err
-	}
-	if err := migrateTo(ctx, c.cluster.URL(dbArticle), articleSchemaVersion); err != nil {
-		return nil, err
-	}
-	if err := seedHistory(ctx, c.cluster.URL(dbArticle), opts); err != nil {
-		return nil, err
+	if article {
+		dbnames = append(dbnames, dbArticle)
+		if err := c.createDatabase(ctx, dbArticle, ""); err != nil {
+			return nil, err
+		}
+		if err := migrateTo(ctx, c.url(dbArticle), articleSchemaVersion); err != nil {
+			return nil, err
+		}
+		if err := seedHistory(ctx, c.url(dbArticle), opts); err != nil {
+			return nil, err
+		}
 	}
 
-	for _, dbname := range []string{dbTwoTx, dbArticle} {
-		if err := withConn(ctx, c.cluster.URL(dbname), func(conn *pgx.Conn) error {
+	for _, dbname := range dbnames[1:] {
+		if err := withConn(ctx, c.url(dbname), func(conn *pgx.Conn) error {
 			return createPgbenchRiders(ctx, conn, opts.clients)
 		}); err != nil {
 			return nil, err
 		}
 	}
-	tokens, err := createAPIRiders(ctx, c.cluster.URL(dbAPI), opts.clients, standIn)
+	tokens, err := createAPIRiders(ctx, c.url(dbAPI), opts.clients, standIn)
 	if err != nil {
 		return nil, err
 	}
 
 	// Fresh planner statistics, and no autovacuum of the history in the middle of a run.
-	for _, dbname := range []string{dbAPI, dbTwoTx, dbArticle} {
-		if err := withConn(ctx, c.cluster.URL(dbname), func(conn *pgx.Conn) error {
+	for _, dbname := range dbnames {
+		if err := withConn(ctx, c.url(dbname), func(conn *pgx.Conn) error {
 			_, err := conn.Exec(ctx, "VACUUM (ANALYZE)")
 			return err
 		}); err != nil {
@@ -188,7 +192,7 @@ func (c *benchCluster) history(ctx context.Context) ([]history, error) {
 	var all []history
 	for _, dbname := range []string{dbArticle, dbTwoTx, dbAPI} {
 		h := history{dbname: dbname}
-		err := withConn(ctx, c.cluster.URL(dbname), func(conn *pgx.Conn) error {
+		err := withConn(ctx, c.url(dbname), func(conn *pgx.Conn) error {
 			return conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM rides), (SELECT count(*) FROM users)").Scan(&h.rides, &h.riders)
 		})
 		if err != nil {

@@ -52,9 +52,10 @@ const (
 
 // The modes, the load generator's being the default.
 const (
-	modeLoad     = "load"
-	modeCompare  = "compare"
-	modeReceipts = "receipts"
+	modeLoad      = "load"
+	modeCompare   = "compare"
+	modeCompareHA = "compare-ha"
+	modeReceipts  = "receipts"
 )
 
 // options are the command line.
@@ -83,9 +84,10 @@ type options struct {
 // modeFlags are the flags each mode reads, its own switch aside: setting another is a mistake
 // worth saying, not a setting to ignore.
 var modeFlags = map[string][]string{
-	modeLoad:     {"api", "token", "clients", "duration", "replay-share", "give-up-after"},
-	modeCompare:  {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log"},
-	modeReceipts: {"receipts", "bookings", "idle", "stripe-latency"},
+	modeLoad:      {"api", "token", "clients", "duration", "replay-share", "give-up-after"},
+	modeCompare:   {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log"},
+	modeCompareHA: {"compare-ha", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
+	modeReceipts:  {"receipts", "bookings", "idle", "stripe-latency"},
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -99,6 +101,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runCompare(ctx, opts, stdout, stderr)
 	case modeReceipts:
 		return runReceipts(ctx, opts, stdout, stderr)
+	case modeCompareHA:
+		return runCompareHA(ctx, opts, stdout, stderr)
 	}
 	return runLoad(ctx, opts, stdout, stderr)
 }
@@ -128,8 +132,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags := flag.NewFlagSet("bench", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	opts := &options{}
-	var compare, receipts bool
+	var compare, compareHA, receipts bool
 	flags.BoolVar(&compare, "compare", false, "start a cluster, the API and pgbench, and compare them (needs nothing running)")
+	flags.BoolVar(&compareHA, "compare-ha", false, "run the API and pgbench's twotx on a single node, then on a primary with a synchronous standby, and compare (needs nothing running but pg_auto_failover installed)")
 	flags.BoolVar(&receipts, "receipts", false, "start a cluster and the Procfile's processes, and time receipts from booking to mail server (needs nothing running)")
 	flags.StringVar(&opts.apiURL, "api", cmp.Or(getenv("API_URL"), client.DefaultBaseURL), "the API's base URL (API_URL)")
 	flags.StringVar(&opts.token, "token", getenv("RIDES_TOKEN"), "the rider's API token (RIDES_TOKEN)")
@@ -151,10 +156,12 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	opts.mode = modeLoad
 	switch {
-	case compare && receipts:
-		return nil, errors.New("-compare and -receipts exclude each other")
+	case compare && receipts, compare && compareHA, compareHA && receipts:
+		return nil, errors.New("-compare, -compare-ha and -receipts exclude each other")
 	case compare:
 		opts.mode = modeCompare
+	case compareHA:
+		opts.mode = modeCompareHA
 	case receipts:
 		opts.mode = modeReceipts
 	}
@@ -171,7 +178,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if !set["clients"] {
 		opts.clients = loadClientsDefault
-		if opts.mode == modeCompare {
+		if opts.mode == modeCompare || opts.mode == modeCompareHA {
 			opts.clients = compareClientsDefault
 		}
 	}
@@ -191,7 +198,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, errors.New("-give-up-after must be positive")
 	case opts.soloDuration <= 0:
 		return nil, errors.New("-solo-duration must be positive")
-	case opts.mode == modeCompare && (opts.duration%time.Second != 0 || opts.soloDuration%time.Second != 0):
+	case (opts.mode == modeCompare || opts.mode == modeCompareHA) && (opts.duration%time.Second != 0 || opts.soloDuration%time.Second != 0):
 		return nil, errors.New("-duration and -solo-duration must be whole seconds with -compare, as pgbench -T takes them")
 	case opts.rides < 0 || opts.riders < 0:
 		return nil, errors.New("-rides and -riders must not be negative")

@@ -85,7 +85,7 @@ func (c *benchCluster) runPgbench(ctx context.Context, script, dbname string, ma
 	}
 
 	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, "pgbench"),
-		pgbenchArgs(script, c.cluster.URL(dbname), logPrefix, maxTries, clients, duration)...)
+		pgbenchArgs(script, c.url(dbname), logPrefix, maxTries, clients, duration)...)
 	// Like the server, pgbench dies with us, and a Ctrl-C in the terminal reaches only us.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	var out bytes.Buffer

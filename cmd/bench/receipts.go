@@ -91,7 +91,7 @@ func measureReceipts(ctx context.Context, opts *options, progress io.Writer) (re
 	if err := cluster.createDatabase(ctx, dbReceipts, ""); err != nil {
 		return nil, err
 	}
-	databaseURL := cluster.cluster.URL(dbReceipts)
+	databaseURL := cluster.url(dbReceipts)
 	if err := migrations.Up(ctx, databaseURL); err != nil {
 		return nil, err
 	}

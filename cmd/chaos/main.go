@@ -20,18 +20,19 @@ func main() {
 
 // config is what the flags say.
 type config struct {
-	duration       time.Duration
-	clients        int
-	seed           uint64
-	apis           int
-	workers        int
-	crashProb      float64
-	dbRestarts     int
-	ha             bool
-	strictReceipts bool
-	maxDuplicates  int
-	logPath        string
-	summaryJSON    string
+	duration        time.Duration
+	clients         int
+	seed            uint64
+	apis            int
+	workers         int
+	crashProb       float64
+	dbRestarts      int
+	ha              bool
+	haDefaultTiming bool
+	strictReceipts  bool
+	maxDuplicates   int
+	logPath         string
+	summaryJSON     string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
@@ -47,6 +48,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	flags.IntVar(&cfg.dbRestarts, "db-restarts", 0, "database restarts during the soak; 0 means one per 12 s of -duration, at least one")
 	flags.BoolVar(&cfg.ha, "ha", false, "run the database as a pg_auto_failover formation, a primary and its synchronous standby, "+
 		"and make each database fault a failover: the primary's machine lost (SIGKILL) and frozen (SIGSTOP) in turn")
+	flags.BoolVar(&cfg.haDefaultTiming, "ha-default-timing", false, "with -ha: keep pg_auto_failover's own failover timing (about 50 s) rather than the tuned one (hacluster.TunedSettings)")
 	flags.BoolVar(&cfg.strictReceipts, "strict-receipts", false, "count a receipt mailed twice (same Message-ID) as a violation")
 	flags.IntVar(&cfg.maxDuplicates, "max-duplicate-receipts", maxDuplicateReceiptsDefault, "fail if more copies of receipts than this were mailed (a receipt mailed twice is one copy)")
 	flags.StringVar(&cfg.logPath, "log", "", "file for the processes' output; default a new file in the temporary directory")

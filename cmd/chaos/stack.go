@@ -251,7 +251,7 @@ func (st *stack) apiHosts() []string {
 
 func (st *stack) startDatabase(ctx context.Context, log io.Writer) error {
 	if st.cfg.ha {
-		formation, err := hacluster.Start(ctx, hacluster.Config{Tuned: true, Database: "rocketrides", Output: log})
+		formation, err := hacluster.Start(ctx, hacluster.Config{Tuned: !st.cfg.haDefaultTiming, Database: "rocketrides", Output: log})
 		if err != nil {
 			return err
 		}

@@ -181,9 +181,12 @@ func (f *Formation) ports(base int) ([3]int, error) {
 
 // URL is the multi-host URL of database on the formation, which every process of Rocket Rides
 // is given: pgx tries the hosts in turn and keeps the one that takes writes.
-func (f *Formation) URL() string {
+func (f *Formation) URL() string { return f.URLFor(f.database) }
+
+// URLFor is the multi-host URL of database dbname on the formation.
+func (f *Formation) URLFor(dbname string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/%s?target_session_attrs=read-write&sslmode=disable",
-		f.nodes[0].port, f.nodes[1].port, f.database)
+		f.nodes[0].port, f.nodes[1].port, dbname)
 }
 
 // NodeURL is the URL of database on node i alone, whatever its role.
