@@ -44,6 +44,9 @@ const (
 	// the clients' attemptTimeout.
 	stallFor  = phases.LockLeaseDefault + 2500*time.Millisecond
 	freezeFor = phases.LockLeaseDefault + 2500*time.Millisecond
+	// reaperInterval has the reaper at work every few seconds, through every fault; with the
+	// default age (72 h) it finds nothing to reap, but it must never break, nor exit.
+	reaperInterval = 2 * time.Second
 	// readyTimeout bounds waiting for the first start of the APIs.
 	readyTimeout = 30 * time.Second
 )
@@ -93,7 +96,7 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 	if st.binDir, err = os.MkdirTemp("", "rocketrides-chaos-bin"); err != nil {
 		return nil, fmt.Errorf("error creating directory for binaries: %w", err)
 	}
-	if err := supervisor.Build(ctx, root, st.binDir, "migrate", "fakestripe", "admin", "api", "worker", "enqueuer", "completer"); err != nil {
+	if err := supervisor.Build(ctx, root, st.binDir, "migrate", "fakestripe", "admin", "api", "worker", "enqueuer", "completer", "reaper"); err != nil {
 		return nil, err
 	}
 	out := supervisor.NewPrefixWriter(events)
@@ -139,6 +142,7 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 		"COMPLETER_IDLE_FOR="+completerIdleFor.String(),
 		"COMPLETER_INTERVAL="+completerPause.String(),
 		"ENQUEUER_POLL_INTERVAL="+enqueuerPoll.String(),
+		"REAPER_INTERVAL="+reaperInterval.String(),
 		"LOG_FORMAT=text", // event_log.go reads the text format
 		// A soak sends each rider far more rides than the API's limits allow; it tests what
 		// failures do to requests, not the limits (api's own tests do).
@@ -162,14 +166,16 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 			return nil, err
 		}
 	}
-	names := []string{"enqueuer", "completer"}
+	names := []string{"enqueuer", "completer", "reaper"}
 	for range cfg.workers {
 		names = append(names, "worker")
 	}
-	for i, name := range names {
+	workers := 0
+	for _, name := range names {
 		label := name
 		if name == "worker" {
-			label = fmt.Sprintf("worker-%d", i-1)
+			workers++
+			label = fmt.Sprintf("worker-%d", workers)
 		}
 		svc := newService(st.sup, events, label, name, st.baseEnv)
 		st.background = append(st.background, svc)
@@ -186,7 +192,7 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 			return nil, fmt.Errorf("%s exited while the stack was starting; see the log", svc.label)
 		}
 	}
-	progress("stack up: %d APIs on ports %v, %d workers, enqueuer, completer; Stripe stand-in at %s, mail at %s",
+	progress("stack up: %d APIs on ports %v, %d workers, enqueuer, completer, reaper; Stripe stand-in at %s, mail at %s",
 		len(st.apis), st.apiPorts, cfg.workers, stripeURL, st.smtp.Addr)
 	return st, nil
 }

@@ -106,7 +106,7 @@ func startDatabase(ctx context.Context, state stateDir, ha bool, port int, dbNam
 }
 
 // startFormation starts a pg_auto_failover formation in dir, with the tuned failover timing
-// that docs/operations.md measures.
+// that docs/high-availability.md measures.
 func startFormation(ctx context.Context, dir string, port int, dbName string, logf func(string, ...any)) (*database, error) {
 	logf("Starting PostgreSQL highly available: a pg_auto_failover monitor, a primary and its synchronous standby (data in %s)", stateDir(dir))
 	if dir != "" {

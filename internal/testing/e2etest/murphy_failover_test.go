@@ -2,6 +2,7 @@ package e2etest
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -23,19 +24,7 @@ func TestMurphyFailoverLosesACommit(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ha, err := hacluster.Start(ctx, hacluster.Config{Tuned: true})
-	if err != nil {
-		t.Fatalf("error starting a highly available Postgres: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := ha.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := migrations.Up(ctx, ha.URL()); err != nil {
-		t.Fatal(err)
-	}
-	s := newMurphyStack(t, murphyOptions{DatabaseURL: ha.URL()})
+	ha, s := newFormationStack(t, ctx)
 	api := s.startAPI(0)
 
 	if err := ha.SetSynchronous(ctx, false); err != nil {
@@ -82,4 +71,81 @@ func TestMurphyFailoverLosesACommit(t *testing.T) {
 		t.Errorf("want Stripe to hold one charge, got %d: the rider was charged twice", n)
 	}
 	s.assertBookedOnce(key, retried)
+}
+
+// TestMurphyPrimaryFreezes freezes the primary's machine (SIGSTOP of its keeper and Postgres:
+// connections to it are neither answered nor closed) under a ride request. The request must be
+// answered 503 within the API's deadlines (a phase's 5 s, then the unlock's 5 s), not held for
+// as long as the machine hangs; once the standby is promoted the client's retries book the ride,
+// once; and when the old primary thaws, it takes no write: it comes back as the standby.
+func TestMurphyPrimaryFreezes(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ha, s := newFormationStack(t, ctx)
+	api := s.startAPI(0)
+	c := s.client(api.URL)
+	if _, err := c.CreateRideWithKey(ctx, newKey(t), murphyParams); err != nil {
+		t.Fatalf("want a ride booked before the freeze, got %v", err)
+	}
+
+	old, err := ha.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ha.Freeze(old); err != nil {
+		t.Fatal(err)
+	}
+	key := newKey(t)
+	started := time.Now()
+	first := s.post(api.URL, key, murphyParams)
+	if took := time.Since(started); first.Status != http.StatusServiceUnavailable || took > frozenAnswerWithin {
+		t.Fatalf("want 503 within %s while the primary is frozen, got %d after %s: %s", frozenAnswerWithin, first.Status, took, first)
+	} else {
+		t.Logf("answered %d after %s while the primary was frozen", first.Status, took.Round(time.Millisecond))
+	}
+
+	res, err := c.CreateRideWithKey(ctx, key, murphyParams)
+	if err != nil {
+		t.Fatalf("want the ride booked once the standby took over, got %v", err)
+	}
+	if primary, err := ha.Primary(ctx); err != nil || primary != 1-old {
+		t.Fatalf("want node%d promoted, the monitor has %d (%v)", 2-old, primary+1, err)
+	}
+	if err := ha.Thaw(old); err != nil {
+		t.Fatal(err)
+	}
+	if err := ha.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if primary, err := ha.Primary(ctx); err != nil || primary != 1-old {
+		t.Fatalf("want node%d to stay primary after the old one thawed, the monitor has %d (%v)", 2-old, primary+1, err)
+	}
+	s.pool.Reset()
+	s.assertBookedOnce(key, res)
+	s.assertTotals(2)
+}
+
+// frozenAnswerWithin bounds the answer to a request under a frozen primary: the phase's deadline
+// (phases.PhaseTimeoutDefault) and the unlock's after it, with room for a loaded machine.
+const frozenAnswerWithin = 15 * time.Second
+
+// newFormationStack starts a highly available Postgres of the test's own, a pg_auto_failover
+// primary and its synchronous standby (tuned to fail over in seconds), migrated, and a Murphy
+// stack on it.
+func newFormationStack(t *testing.T, ctx context.Context) (*hacluster.Formation, *murphyStack) {
+	t.Helper()
+	ha, err := hacluster.Start(ctx, hacluster.Config{Tuned: true})
+	if err != nil {
+		t.Fatalf("error starting a highly available Postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := ha.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := migrations.Up(ctx, ha.URL()); err != nil {
+		t.Fatal(err)
+	}
+	return ha, newMurphyStack(t, murphyOptions{DatabaseURL: ha.URL()})
 }
