@@ -12,15 +12,15 @@
 -- One row, 32 bytes from two gen_random_uuid() values, which Postgres draws from its strong
 -- random source (pg_strong_random): 244 random bits, hashed to a full-width HMAC key.
 --
--- Keys stored before this migration keep the random Stripe key they were created with.
+-- Keys stored before this migration keep the random Stripe key they were created with: nothing
+-- derives it again, and a random key never collides with a derived one.
 --
--- A Stripe key is no longer unique by itself: two first requests of one rider's key, racing, now
--- derive the same one, and the loser must see the serialization failure that the unique index on
--- (user_id, idempotency_key) gives it under SERIALIZABLE, which a retry turns into a replay or a
--- 409. A unique index on the Stripe key would be checked first and answer with a unique
--- violation, as the transaction never read that index. Uniqueness follows from the rider's:
--- one (user_id, idempotency_key) derives one Stripe key, and keys drawn at random before never
--- collide.
+-- The Stripe key is not unique by itself. Two first requests of one rider's key, racing, derive
+-- the same one, and the loser must learn of the winner through the serialization failure that
+-- the unique index on (user_id, idempotency_key) gives it under SERIALIZABLE, which a retry turns
+-- into a replay or a 409. A unique index on the Stripe key would be checked first, and answer
+-- with a unique violation, since the transaction never read that index. Uniqueness follows from
+-- the rider's: one (user_id, idempotency_key) derives one Stripe key.
 
 -- +goose Up
 CREATE TABLE stripe_key_secret (

@@ -160,16 +160,15 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
 		e.config.Metrics.SerializationRetries.WithLabelValues(string(phase)).Add(float64(attempts - 1))
 	}
 	lockLost := err != nil && committing && !newKey && written.ID == 0 && errors.Is(err, models.ErrNotFound)
-	if errors.Is(err, ErrCommitOutcomeUnknown) {
-		// The phase may have committed, its lock included. The run unlocks with the lock
-		// generation the phase wrote: the unlock is fenced on it, so it releases the key only if
-		// the phase did commit, and a retry need not wait out the lease.
-		keyID, generation := r.key.ID, r.lockGeneration
-		if newKey {
-			generation = models.LockGenerationFirst
-		}
+	if err != nil && newKey && errors.Is(err, ErrCommitOutcomeUnknown) {
+		// The new key may have been inserted, locked for this run. Unlocking that lock (its
+		// random id, the first generation) matches nothing if the insert never landed, so the run
+		// unlocks it and a retry need not wait out the lease. A lock taken on an existing key is
+		// left to run out instead: its generation is only one more than the last, and a request
+		// that took the key meanwhile may hold that same one.
+		keyID := r.key.ID
 		*r = start
-		r.key, r.lockGeneration = &models.IdempotencyKey{ID: keyID}, generation
+		r.key, r.lockGeneration = &models.IdempotencyKey{ID: keyID}, models.LockGenerationFirst
 		return err
 	}
 	if err != nil {

@@ -140,52 +140,90 @@ func (p *commitBreaker) accept() {
 			_ = client.Close()
 			continue
 		}
+		c := &brokenConn{client: client, server: server, committed: make(chan struct{})}
 		p.wg.Go(func() {
 			defer client.Close()
 			defer server.Close()
-			go func() {
-				_, _ = io.Copy(client, server)
-				_ = client.Close() // Postgres hung up (after a cancel request, say)
-			}()
-			p.relayClient(client, server)
+			go c.relayServer()
+			p.relayClient(c)
 		})
+	}
+}
+
+// brokenConn is one connection through the proxy. Once the proxy forwarded the COMMIT that
+// breaks it, swallow is set: the server's answer goes to nobody, and committed closes when it
+// has come.
+type brokenConn struct {
+	client, server net.Conn
+	swallow        atomic.Bool
+	committed      chan struct{}
+}
+
+// relayServer copies the server's messages to the client, each a type byte, a length and a body.
+func (c *brokenConn) relayServer() {
+	defer c.client.Close() // Postgres hung up (after a cancel request, say)
+	header := make([]byte, 5)
+	for {
+		if _, err := io.ReadFull(c.server, header); err != nil {
+			return
+		}
+		body := make([]byte, binary.BigEndian.Uint32(header[1:])-4)
+		if _, err := io.ReadFull(c.server, body); err != nil {
+			return
+		}
+		if c.swallow.Load() {
+			if header[0] == 'Z' { // ReadyForQuery: the COMMIT is done
+				close(c.committed)
+				return
+			}
+			continue
+		}
+		if _, err := c.client.Write(append(header, body...)); err != nil {
+			return
+		}
 	}
 }
 
 // relayClient copies the client's messages to the server one by one until a COMMIT, once armed,
 // breaks the connection. The startup message has no type byte; every later message has one.
-func (p *commitBreaker) relayClient(client, server net.Conn) {
+func (p *commitBreaker) relayClient(c *brokenConn) {
 	header := make([]byte, 4)
-	if _, err := io.ReadFull(client, header); err != nil {
+	if _, err := io.ReadFull(c.client, header); err != nil {
 		return
 	}
 	startup := make([]byte, binary.BigEndian.Uint32(header)-4)
-	if _, err := io.ReadFull(client, startup); err != nil {
+	if _, err := io.ReadFull(c.client, startup); err != nil {
 		return
 	}
-	if _, err := server.Write(append(header, startup...)); err != nil {
+	if _, err := c.server.Write(append(header, startup...)); err != nil {
 		return
 	}
 	header = make([]byte, 5)
 	for {
-		if _, err := io.ReadFull(client, header); err != nil {
+		if _, err := io.ReadFull(c.client, header); err != nil {
 			return
 		}
 		body := make([]byte, binary.BigEndian.Uint32(header[1:])-4)
-		if _, err := io.ReadFull(client, body); err != nil {
+		if _, err := io.ReadFull(c.client, body); err != nil {
 			return
 		}
 		isCommit := header[0] == 'Q' && bytes.HasPrefix(bytes.ToLower(body), []byte("commit"))
 		if isCommit && p.armed.CompareAndSwap(true, false) {
 			p.broken.Add(1)
-			_ = client.Close() // before the answer can reach it
 			if p.forward {
-				_, _ = server.Write(append(header, body...))
-				time.Sleep(100 * time.Millisecond) // Postgres commits, and answers nobody
+				// Postgres commits, and its answer goes to nobody; the client learns nothing
+				// until the commit is done, so that what it does next finds it done.
+				c.swallow.Store(true)
+				if _, err := c.server.Write(append(header, body...)); err == nil {
+					select {
+					case <-c.committed:
+					case <-time.After(10 * time.Second):
+					}
+				}
 			}
-			return
+			return // closes the client's connection, unanswered
 		}
-		if _, err := server.Write(append(header, body...)); err != nil {
+		if _, err := c.server.Write(append(header, body...)); err != nil {
 			return
 		}
 	}

@@ -103,8 +103,11 @@ func (t *phaseTx) commit(ctx context.Context) error {
 		return errors.New("bug: the transaction did not begin")
 	}
 	if err := t.tx.Commit(ctx); err != nil {
-		if _, answered := errors.AsType[*pgconn.PgError](err); !answered {
-			// No answer from the server: the COMMIT may have reached it and committed.
+		_, answered := errors.AsType[*pgconn.PgError](err)
+		// Unknown unless the server answered, or answered ROLLBACK (an aborted transaction).
+		// pgx's "conn closed" is no proof that the COMMIT was never sent: it also says so when
+		// the connection broke while it waited for the answer.
+		if !answered && !errors.Is(err, pgx.ErrTxCommitRollback) {
 			return fmt.Errorf("error committing: %w: %w", ErrCommitOutcomeUnknown, err)
 		}
 		return fmt.Errorf("error committing: %w", err)

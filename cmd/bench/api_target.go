@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -19,6 +20,18 @@ type apiTarget struct {
 	standIn *standIn
 	tokens  []string // of the bench riders, client i's at i
 	opts    *options
+}
+
+// newAPITarget is the API built in workDir, on db's api database.
+func newAPITarget(workDir string, db *benchCluster, standIn *standIn, tokens []string, opts *options) *apiTarget {
+	return &apiTarget{
+		binary:  filepath.Join(workDir, "api"),
+		logPath: filepath.Join(workDir, "api.log"),
+		db:      db,
+		standIn: standIn,
+		tokens:  tokens,
+		opts:    opts,
+	}
 }
 
 // run starts the API, loads it with one client per bench rider for duration, and stops it.

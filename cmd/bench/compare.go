@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -124,14 +123,7 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	if err != nil {
 		return nil, err
 	}
-	api := &apiTarget{
-		binary:  filepath.Join(workDir, "api"),
-		logPath: filepath.Join(workDir, "api.log"),
-		db:      cluster,
-		standIn: standIn,
-		tokens:  tokens,
-		opts:    opts,
-	}
+	api := newAPITarget(workDir, cluster, standIn, tokens, opts)
 
 	for _, clients := range rep.clientCounts() {
 		duration := opts.duration

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rocketrides/rocketrides/internal/devenv/hacluster"
+	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
 )
 
 // The HA comparison (-compare-ha) prices the synchronous standby: the API and the twotx
@@ -23,11 +23,15 @@ import (
 // standby, as a comparison's database server. Its Postgres is durable as pg_autoctl sets it up,
 // as production's is: fsync, synchronous_commit and full_page_writes on.
 func startDurableFormation(ctx context.Context) (*benchCluster, error) {
-	formation, err := hacluster.Start(ctx, hacluster.Config{Tuned: true, Database: "bench"})
+	binDir, err := pgcluster.FindBinDir("")
 	if err != nil {
 		return nil, err
 	}
-	c := &benchCluster{url: formation.URLFor, dataDir: formation.Dir(), stopped: formation.Stop}
+	formation, err := hacluster.Start(ctx, hacluster.Config{BinDir: binDir, Tuned: true, Database: "bench"})
+	if err != nil {
+		return nil, err
+	}
+	c := &benchCluster{binDir: binDir, url: formation.URLFor, dataDir: formation.Dir(), stopped: formation.Stop}
 	if c.admin, err = pgx.Connect(ctx, c.url("postgres")); err != nil {
 		return nil, errors.Join(fmt.Errorf("error connecting to the formation: %w", err), c.stop(ctx))
 	}
@@ -109,14 +113,7 @@ func runHASide(ctx context.Context, opts *options, db *benchCluster, standIn *st
 	if err != nil {
 		return nil, err
 	}
-	api := &apiTarget{
-		binary:  filepath.Join(workDir, "api"),
-		logPath: filepath.Join(workDir, "api.log"),
-		db:      db,
-		standIn: standIn,
-		tokens:  tokens,
-		opts:    opts,
-	}
+	api := newAPITarget(workDir, db, standIn, tokens, opts)
 	var runs []*measurement
 	for _, target := range []string{targetTwoTx, targetAPI} {
 		say("running %s at %d clients for %s", target, opts.clients, opts.duration)

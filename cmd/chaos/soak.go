@@ -23,9 +23,10 @@ type soak struct {
 	started  time.Time
 
 	faultsWG  sync.WaitGroup
-	dbMu      sync.Mutex // one database restart at a time
-	latencyMu sync.Mutex // one slow spell at a time
-	fatal     chan error // the stack broke beyond repair (the database did not come back)
+	dbFaults  sync.WaitGroup // database faults fired and not yet over
+	dbMu      sync.Mutex     // one database restart or failover at a time
+	latencyMu sync.Mutex     // one slow spell at a time
+	fatal     chan error     // the stack broke beyond repair (the database did not come back)
 
 	mu          sync.Mutex
 	fired       map[faultKind]int // faults the harness performed; for Stripe faults, queued
@@ -85,6 +86,9 @@ loop:
 	for {
 		select {
 		case <-end:
+			// The database's faults run to their end under load: a failover waits for a ride
+			// booked after it, and one still queued behind another must not be skipped.
+			s.dbFaults.Wait()
 			break loop
 		case <-ticker.C:
 			s.progress("%s", s.progressLine())
@@ -116,6 +120,14 @@ func (s *soak) injectAll(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Until(s.started.Add(f.at))):
+		}
+		if f.kind == faultDatabaseRestart || f.kind == faultFailoverKill || f.kind == faultFailoverFreeze {
+			s.dbFaults.Add(1)
+			s.faultsWG.Go(func() {
+				defer s.dbFaults.Done()
+				s.inject(ctx, f)
+			})
+			continue
 		}
 		s.faultsWG.Go(func() { s.inject(ctx, f) })
 	}

@@ -24,6 +24,11 @@ import (
 //   - A phase's timeout leaves its conflict retries their whole budget.
 //   - The completer gets a key before the reaper: it takes keys older than COMPLETER_MIN_AGE
 //     and younger than REAP_AFTER less completer.ReapMargin, which must leave it some.
+//   - A key is reaped only once Stripe has forgotten its Stripe key: REAP_AFTER exceeds
+//     phases.StripeKeyMemory. The Stripe key derives from the rider and the client's key
+//     (phases.StripeIdempotencyKey), so a rider who used the client key again after the reaper
+//     deleted it, while Stripe still remembered, would be answered the old charge for a new
+//     ride, which nobody paid for.
 //
 // A Stripe call needs no bound against the lease: the request renews its lease every third of
 // it while the call runs, so the lease survives two failed renewals. If the process freezes, the
@@ -42,6 +47,10 @@ func checkRules(cfg *Config, executor phases.Config) []string {
 	if executor.PhaseTimeout <= executor.ConflictRetryBudget {
 		errs = append(errs, fmt.Sprintf("the phase timeout (%s) must exceed the conflict retry budget (%s)",
 			executor.PhaseTimeout, executor.ConflictRetryBudget))
+	}
+	if cfg.ReapAfter <= phases.StripeKeyMemory {
+		errs = append(errs, fmt.Sprintf("REAP_AFTER (%s) must exceed Stripe's memory of idempotency keys (%s), or a client key used again after the reaper could be answered with the old charge",
+			cfg.ReapAfter, phases.StripeKeyMemory))
 	}
 	if cfg.ReapAfter-completer.ReapMargin <= cfg.CompleterMinAge {
 		errs = append(errs, fmt.Sprintf("REAP_AFTER (%s) must exceed COMPLETER_MIN_AGE (%s) by more than %s, or the completer would never get a key before the reaper",

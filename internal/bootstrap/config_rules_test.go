@@ -25,10 +25,10 @@ func TestCheckRules(t *testing.T) {
 		{"StripeKeyUsedPastStripesMemory", nil, phases.Config{StripeKeyMaxAge: 23*time.Hour + 59*time.Minute + 30*time.Second}, "past Stripe's memory"},
 		{"LongRequestPastStripesMemory", nil, phases.Config{RequestTimeout: 2 * time.Hour}, "past Stripe's memory"},
 		{"PhaseTimeoutWithinRetryBudget", nil, phases.Config{PhaseTimeout: time.Second, ConflictRetryBudget: 2 * time.Second}, "conflict retry budget"},
-		{"ReaperBeforeTheCompleter", func(cfg *Config) { cfg.ReapAfter = 30 * time.Minute }, phases.Config{}, "REAP_AFTER"},
-		// Two hours of reap age leave the completer the keys under an hour old.
-		{"CompleterMinAgePastTheReapMargin", func(cfg *Config) { cfg.ReapAfter, cfg.CompleterMinAge = 2*time.Hour, time.Hour }, phases.Config{}, "COMPLETER_MIN_AGE"},
-		{"CompleterMinAgeWithinTheReapMargin", func(cfg *Config) { cfg.ReapAfter, cfg.CompleterMinAge = 2*time.Hour, 59*time.Minute }, phases.Config{}, ""},
+		{"ReapedWithinStripesMemory", func(cfg *Config) { cfg.ReapAfter = 24 * time.Hour }, phases.Config{}, "Stripe's memory of idempotency keys"},
+		// 26 hours of reap age leave the completer the keys under 25 hours old.
+		{"CompleterMinAgePastTheReapMargin", func(cfg *Config) { cfg.ReapAfter, cfg.CompleterMinAge = 26*time.Hour, 25*time.Hour }, phases.Config{}, "COMPLETER_MIN_AGE"},
+		{"CompleterMinAgeWithinTheReapMargin", func(cfg *Config) { cfg.ReapAfter, cfg.CompleterMinAge = 26*time.Hour, 25*time.Hour-time.Minute }, phases.Config{}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

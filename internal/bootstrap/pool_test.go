@@ -3,14 +3,14 @@ package bootstrap
 import (
 	"context"
 	"database/sql/driver"
-	"net"
-
 	"fmt"
-	"github.com/jackc/pgx/v5/pgconn"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 )

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/jackc/pgx/v5"
@@ -22,17 +21,12 @@ import (
 func (f *Formation) Kill(i int) error {
 	n := f.nodes[i]
 	n.mu.Lock()
-	keeper, exited := n.keeper, n.exited
+	running := n.keeper != nil
 	n.mu.Unlock()
-	if keeper == nil {
+	if !running {
 		return fmt.Errorf("%s is not running", n.name)
 	}
-	err := signalTree(keeper.Process.Pid, n.pgdata, syscall.SIGKILL)
-	<-exited
-	n.mu.Lock()
-	n.keeper = nil
-	n.mu.Unlock()
-	return err
+	return n.kill()
 }
 
 // Freeze stops node i's keeper and Postgres where they stand (SIGSTOP), as a machine that hangs
@@ -127,31 +121,53 @@ func (f *Formation) queryNode(ctx context.Context, i int, fn func(conn *pgx.Conn
 	return fn(conn)
 }
 
-// signalTree sends sig to the keeper whose pid is keeperPID, to every process below it, and to
-// the Postgres of pgdata and every process below that: Postgres's processes need not stay in
-// the keeper's process group, so they are found by their parents.
+// signalTree sends sig to the keeper whose pid is keeperPID (none if 0), to every process below
+// it, and to the Postgres of pgdata and every process below that: Postgres's processes need not
+// stay in the keeper's process group, so they are found by their parents. The postmaster is
+// signalled first, so that a SIGSTOP or SIGKILL leaves it forking no process that the scan
+// misses; a second scan catches any forked before.
 func signalTree(keeperPID int, pgdata string, sig syscall.Signal) error {
-	roots := []int{keeperPID}
+	var roots []int
+	if keeperPID != 0 {
+		roots = append(roots, keeperPID)
+	}
 	if pid, err := postmasterPID(pgdata); err == nil {
-		roots = append(roots, pid)
+		roots = append([]int{pid}, roots...)
 	}
 	var errs []error
-	for _, pid := range descendants(roots) {
-		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-			errs = append(errs, fmt.Errorf("error signalling process %d: %w", pid, err))
+	signalled := map[int]bool{}
+	for range 2 {
+		for _, pid := range descendants(roots) {
+			if signalled[pid] {
+				continue
+			}
+			signalled[pid] = true
+			if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("error signalling process %d: %w", pid, err))
+			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// postmasterPID reads the pid of the Postgres running on pgdata from its postmaster.pid.
+// postmasterPID reads the pid of the Postgres running on pgdata from its postmaster.pid, and
+// checks that the process of that pid is that Postgres: a file left by a Postgres that died
+// may name a pid that the system gave to another process since.
 func postmasterPID(pgdata string) (int, error) {
 	data, err := os.ReadFile(filepath.Join(pgdata, "postmaster.pid"))
 	if err != nil {
 		return 0, err
 	}
 	line, _, _ := bytes.Cut(data, []byte("\n"))
-	return strconv.Atoi(strings.TrimSpace(string(line)))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(line)))
+	if err != nil {
+		return 0, err
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !bytes.Contains(cmdline, []byte(pgdata)) {
+		return 0, fmt.Errorf("no Postgres of %s runs as process %d", pgdata, pid)
+	}
+	return pid, nil
 }
 
 // descendants returns roots and every process below them, parents first, from /proc.
@@ -200,18 +216,18 @@ func parentPID(pid int) (int, error) {
 	return strconv.Atoi(fields[1])
 }
 
-// prefixed writes each line to w with the node's name in front.
-func prefixed(w io.Writer, name string) io.Writer {
+// prefixed writes each line written to the returned writer to w, with the node's name in front.
+// Once the writer is closed, flushed closes when every line has been written.
+func prefixed(w io.Writer, name string) (_ io.WriteCloser, flushed <-chan struct{}) {
 	pr, pw := io.Pipe()
-	var mu sync.Mutex
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		scanner := bufio.NewScanner(pr)
 		for scanner.Scan() {
-			mu.Lock()
 			fmt.Fprintf(w, "%s | %s\n", name, scanner.Text())
-			mu.Unlock()
 		}
 		_, _ = io.Copy(io.Discard, pr)
 	}()
-	return pw
+	return pw, done
 }

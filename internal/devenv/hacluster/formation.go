@@ -13,16 +13,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
+	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
 // ErrNotInstalled is returned by Start when pg_auto_failover is missing.
@@ -102,10 +103,14 @@ func Start(ctx context.Context, cfg Config) (_ *Formation, err error) {
 		logger:   cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 	}
 	if f.dir == "" {
-		if f.dir, err = os.MkdirTemp("", "rr-ha-"); err != nil {
+		sweepStale(f.logger)
+		if f.dir, err = os.MkdirTemp("", tempPrefix); err != nil {
 			return nil, err
 		}
 		f.temp = true
+		if err := os.WriteFile(filepath.Join(f.dir, creatorFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -168,12 +173,13 @@ func (f *Formation) ports(base int) ([3]int, error) {
 			ports[i] = base + i
 			continue
 		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		// Below the kernel's ephemeral range: a node binds its port seconds after it was drawn,
+		// and a port from that range could meanwhile be any outgoing connection's.
+		port, err := supervisor.FreePort()
 		if err != nil {
 			return ports, err
 		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
+		ports[i] = port
 	}
 	saved := fmt.Sprintf("%d %d %d\n", ports[0], ports[1], ports[2])
 	return ports, os.WriteFile(filepath.Join(f.dir, "ports"), []byte(saved), 0o644)
@@ -217,3 +223,34 @@ func (f *Formation) Stop(ctx context.Context) error {
 }
 
 func (f *Formation) nodeOrNil(i int) *node { return f.nodes[i] }
+
+// A temporary formation's directory, and the file in it that names the process that made it.
+const (
+	tempPrefix  = "rr-ha-"
+	creatorFile = "creator"
+)
+
+// sweepStale stops what the temporary formations of processes that died without stopping them
+// left running (their keepers die with them, their Postgres servers do not), and removes them: a
+// test binary killed at its timeout must not leave servers to the next run.
+func sweepStale(logger *slog.Logger) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
+	for _, dir := range dirs {
+		data, err := os.ReadFile(filepath.Join(dir, creatorFile))
+		if err != nil {
+			continue // being made, or not ours
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
+			continue // its creator lives
+		}
+		for _, name := range []string{"node1", "node2", "monitor"} {
+			_ = signalTree(0, filepath.Join(dir, name), syscall.SIGKILL)
+		}
+		logger.Info("HA: removed the formation of a process that is gone", "dir", dir)
+		_ = os.RemoveAll(dir)
+	}
+}

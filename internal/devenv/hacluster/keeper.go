@@ -135,13 +135,19 @@ func (f *Formation) runKeeper(n *node) error {
 	if err != nil {
 		return err
 	}
-	cmd.Stdout, cmd.Stderr = prefixed(f.output, n.name), prefixed(f.output, n.name)
+	out, flushed := prefixed(f.output, n.name)
+	cmd.Stdout, cmd.Stderr = out, out
+	// A process of the node that outlived its keeper may hold the output open; Wait gives up
+	// on it after this long.
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("error starting the keeper of %s: %w", n.name, err)
 	}
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
+		_ = out.Close()
+		<-flushed // every line written before anyone learns that the keeper is gone
 		close(exited)
 	}()
 	n.mu.Lock()
@@ -160,7 +166,8 @@ func (f *Formation) stopNode(ctx context.Context, n *node) error {
 	keeper, exited := n.keeper, n.exited
 	n.mu.Unlock()
 	if keeper == nil {
-		return nil
+		// A Postgres can outlive its keeper (a create cut short, a keeper killed alone).
+		return signalTree(0, n.pgdata, syscall.SIGKILL)
 	}
 	// A frozen node must be thawed to stop.
 	_ = signalTree(keeper.Process.Pid, n.pgdata, syscall.SIGCONT)
@@ -169,6 +176,18 @@ func (f *Formation) stopNode(ctx context.Context, n *node) error {
 	case <-exited:
 	case <-time.After(stopTimeout):
 	case <-ctx.Done():
+	}
+	return n.kill()
+}
+
+// kill sends SIGKILL to n's keeper and its Postgres, every process of them, and waits for the
+// keeper to be gone.
+func (n *node) kill() error {
+	n.mu.Lock()
+	keeper, exited := n.keeper, n.exited
+	n.mu.Unlock()
+	if keeper == nil {
+		return nil
 	}
 	err := signalTree(keeper.Process.Pid, n.pgdata, syscall.SIGKILL)
 	<-exited
