@@ -9,8 +9,8 @@ import (
 
 // FuzzContractHeaderSyntax holds the contract's schemas of the request headers the API parses
 // itself to the code that parses them: for any value, the IdempotencyKey schema accepts it
-// exactly when parseIdempotencyKey does, and the RequestId schema exactly when validRequestID
-// does. An integrator's client that checks a header against the contract then agrees with the
+// exactly when parseIdempotencyKey does, and the ClientRequestId schema exactly when
+// validRequestID does. An integrator's client that checks a header against the contract then agrees with the
 // server.
 func FuzzContractHeaderSyntax(f *testing.F) {
 	for _, seed := range idempotencyKeySeeds {
@@ -29,7 +29,7 @@ func FuzzContractHeaderSyntax(f *testing.F) {
 		f.Fatal(err)
 	}
 	idempotencyKey := doc.Components.Schemas["IdempotencyKey"].Value
-	requestID := doc.Components.Schemas["RequestId"].Value
+	requestID := doc.Components.Schemas["ClientRequestId"].Value
 
 	f.Fuzz(func(t *testing.T, value string) {
 		_, apiErr := parseIdempotencyKey(value)

@@ -377,7 +377,7 @@ func (b *testBundle) whileShedding(t *testing.T, send func() *response) *respons
 	unlock := b.lockTable(t, "users")
 	stuck := make(chan *response, 1)
 	go func() { stuck <- b.postRide(t, b.Rider, "key-stuck-0123456789abc", testBody) }()
-	b.waitForLockWaiter(t)
+	b.waitForLockWaiters(t, 1)
 
 	resp := send()
 	for _, path := range []string{"/healthz", "/openapi.yaml"} {

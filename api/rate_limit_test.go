@@ -102,7 +102,7 @@ func TestRateLimits(t *testing.T) {
 		unlock := b.lockTable(t, "users")
 		stuck := make(chan *response, 1)
 		go func() { stuck <- b.postRide(t, b.Rider, "key-stuck-0123456789abc", testBody) }()
-		b.waitForLockWaiter(t)
+		b.waitForLockWaiters(t, 1)
 
 		r := b.postRide(t, b.Rider, "key-shed-0123456789abcd", testBody)
 		r.requireProblem(t, http.StatusServiceUnavailable, problem.CodeServiceUnavailable)
@@ -112,6 +112,31 @@ func TestRateLimits(t *testing.T) {
 		unlock()
 		if got := <-stuck; got.status != http.StatusCreated {
 			t.Fatalf("want the request in flight booked once the table is free, got %d: %s", got.status, got.body)
+		}
+	})
+
+	// A rider's ride requests in progress are capped, others' are not: with the rider's one
+	// allowed request held at the database, a second is refused at once, while another rider's
+	// goes through to the database. (One, so that the test's pool, of four connections, holds the
+	// lock, the two requests and the test's own queries.)
+	t.Run("CapsOneRidersRidesInFlight", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{limits: &api.Limits{RiderRidesInFlight: 1}})
+		other := b.NewRider(t, "tok_visa")
+		unlock := b.lockTable(t, "idempotency_keys")
+		held := make(chan *response, 2)
+		go func() { held <- b.postRide(t, b.Rider, "key-held-0123456789abcdef", testBody) }()
+		b.waitForLockWaiters(t, 1)
+
+		b.postRide(t, b.Rider, "key-second-0123456789abc", testBody).requireRateLimited(t)
+		go func() { held <- b.postRide(t, other, "key-other-0123456789abcd", testBody) }()
+		b.waitForLockWaiters(t, 2) // admitted: it waits at the database like the rider's
+
+		unlock()
+		for range 2 {
+			if r := <-held; r.status != http.StatusCreated {
+				t.Fatalf("want the requests in flight booked once the table is free, got %d: %s", r.status, r.body)
+			}
 		}
 	})
 
@@ -141,13 +166,13 @@ func (b *testBundle) lockTable(t *testing.T, table string) (unlock func()) {
 	return unlock
 }
 
-// waitForLockWaiter waits until some backend waits for a lock.
-func (b *testBundle) waitForLockWaiter(t *testing.T) {
+// waitForLockWaiters waits until n backends wait for a lock.
+func (b *testBundle) waitForLockWaiters(t *testing.T, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if b.Count(t, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()") > 0 {
+		if b.Count(t, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()") >= n {
 			return
 		}
 	}
-	t.Fatal("no backend waited for the lock")
+	t.Fatalf("fewer than %d backends waited for the lock", n)
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/rand"
 	"net/http"
+	"strings"
 
 	"github.com/rocketrides/rocketrides/internal/requestid"
 )
@@ -23,9 +24,11 @@ const requestIDPrefix = "req_"
 // validRequestID reports whether an incoming id is used as is: 1 to requestIDMaxLen characters
 // of [A-Za-z0-9._:-]. That covers UUIDs, ULIDs, hex trace ids and prefixed ids, and keeps out
 // spaces, quotes, '=' and control characters, so that the id goes into a log line, a header and
-// a JSON body without quoting or escaping, and cannot forge a field of a text log line.
+// a JSON body without quoting or escaping, and cannot forge a field of a text log line. An id
+// that begins with requestIDPrefix is refused too: that prefix tells whoever reads the log that
+// the API made the id, which a client's must never seem to be.
 func validRequestID(id string) bool {
-	if len(id) == 0 || len(id) > requestIDMaxLen {
+	if len(id) == 0 || len(id) > requestIDMaxLen || strings.HasPrefix(id, requestIDPrefix) {
 		return false
 	}
 	for i := range len(id) {

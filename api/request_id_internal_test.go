@@ -19,7 +19,9 @@ func TestValidRequestID(t *testing.T) {
 	}{
 		{"a", true},
 		{"f47ac10b-58cc-4372-a567-0e02b2c3d479", true},
-		{"req_ABCDEFGHIJKLMNOPQRSTUVWXYZ", true},
+		{"req_ABCDEFGHIJKLMNOPQRSTUVWXYZ", false}, // looks made by the API
+		{"REQ_ABCDEFGHIJKLMNOPQRSTUVWXYZ", true},
+		{"request-42", true},
 		{"Root.1:x_y-z", true},
 		{strings.Repeat("x", requestIDMaxLen), true},
 		{"", false},
@@ -37,8 +39,8 @@ func TestValidRequestID(t *testing.T) {
 			t.Errorf("validRequestID(%q): want %t, got %t", tt.id, tt.valid, got)
 		}
 	}
-	if id := newRequestID(); !validRequestID(id) {
-		t.Errorf("want a made-up id to be valid, got %q", id)
+	if id := newRequestID(); !strings.HasPrefix(id, requestIDPrefix) || !validRequestID(strings.TrimPrefix(id, requestIDPrefix)) {
+		t.Errorf("want a made-up id to be the prefix and a valid id, got %q", id)
 	}
 }
 

@@ -52,9 +52,10 @@ func TestRequestID(t *testing.T) {
 			"key=value",
 			"semi;colon",
 			"caf\u00e9",
+			"req_FROMTHECLIENTNOTTHEAPI0", // would pass for one the API made
 		} {
 			resp := b.do(t, http.MethodGet, "/healthz", map[string]string{"X-Request-Id": id}, "")
-			if got := resp.header.Get("X-Request-Id"); !madeUpRequestID.MatchString(got) {
+			if got := resp.header.Get("X-Request-Id"); !madeUpRequestID.MatchString(got) || got == id {
 				t.Fatalf("want %q replaced by a made-up id, got %q", id, got)
 			}
 		}

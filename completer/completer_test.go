@@ -95,8 +95,12 @@ func TestCompleterRunOnce(t *testing.T) {
 			b.Exec(t, `UPDATE idempotency_keys SET `+tt.update+` WHERE id = $1`, key.ID)
 			key = b.reload(t, key)
 			requests := b.Stripe.ChargeRequests()
+			// Not even listed: a key whose run would only find it in use (a live lease) must not
+			// cost a pass a try, nor its holder a lock taken from under it.
+			c := New(b.Pool, b.executor, slog.New(slog.DiscardHandler), Config{})
+			c.beforeComplete = func() { t.Errorf("the completer took up key %d, which it must leave alone", key.ID) }
 
-			b.runOnce(t, b.completer, Result{})
+			b.runOnce(t, c, Result{})
 			b.requireUntouched(t, key, requests)
 		})
 	}

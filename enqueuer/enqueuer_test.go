@@ -362,6 +362,34 @@ func TestRunOnce(t *testing.T) {
 		runOnce(t, e, enqueuer.Result{Enqueued: 3})
 	})
 
+	// River's insert and the staged rows' delete are one transaction: when the delete fails, no
+	// job reached River, and the rows stay staged for the next pass. An enqueuer that inserted
+	// into River outside that transaction would leave jobs in River that the next pass inserts
+	// again.
+	t.Run("RollsBackRiverWhenTheDeleteFails", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e := b.enqueuer(t, enqueuer.DecodeRaw, enqueuer.Config{})
+		b.stageMany(t, 3)
+		_, err := b.pool.Exec(t.Context(), `
+			CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION 'staged_jobs refuses deletes'; END $$;
+			CREATE TRIGGER refuse BEFORE DELETE ON staged_jobs FOR EACH ROW EXECUTE FUNCTION refuse()`)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if _, err := e.RunOnce(t.Context()); err == nil || !strings.Contains(err.Error(), "staged_jobs refuses deletes") {
+			t.Fatalf("want the delete's error, got %v", err)
+		}
+		if n := b.count(t, "river_job"); n != 0 {
+			t.Fatalf("want no River jobs, as the batch rolled back, got %d", n)
+		}
+		if n := b.count(t, "staged_jobs"); n != 3 {
+			t.Fatalf("want the 3 jobs still staged, got %d", n)
+		}
+	})
+
 	// An error that may pass must never set a valid job aside, even among jobs inserted one at a
 	// time: the batch rolls back, and the next pass enqueues the job. Job 1 has an invalid
 	// priority, which sends the batch down the one-at-a-time path; River's table then fails

@@ -56,3 +56,53 @@ func TestPhaseTimeout(t *testing.T) {
 		t.Fatalf("want nothing stored, got %d keys", n)
 	}
 }
+
+// TestPhaseTimeoutAfterTheCharge plays a database that stops answering between the charge and
+// the phase that records it: that phase gives up after PhaseTimeout, and the unlock that follows
+// tries for UnlockAfterOutageTimeout only, so that the rider's 503 comes within the two, not
+// after the unlock's full wait on a database that does not answer.
+func TestPhaseTimeoutAfterTheCharge(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+
+	config, err := pgxpool.ParseConfig(b.Pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	config.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	const phaseTimeout = 300 * time.Millisecond
+	executor := New(pool, b.StripeClient, slog.New(slog.DiscardHandler), Config{
+		PhaseTimeout:        phaseTimeout,
+		ConflictRetryBudget: 100 * time.Millisecond,
+		LockLease:           time.Hour, // no renewal wants the connection meanwhile
+	})
+	var held *pgxpool.Conn
+	executor.hooks.afterCharge = func(ctx context.Context) {
+		if held, err = pool.Acquire(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	start := time.Now()
+	_, err = executor.CreateRide(ctx, newRequest(b.Rider))
+	elapsed := time.Since(start)
+	if held != nil {
+		held.Release()
+	}
+	if err == nil || !models.IsUnavailable(err) {
+		t.Fatalf("want an error meaning the database is unavailable, got %v", err)
+	}
+	// Well under unlockTimeout, so that it is the short unlock that acted.
+	if limit := phaseTimeout + UnlockAfterOutageTimeout + 2*time.Second; elapsed > limit {
+		t.Fatalf("want the answer within the phase timeout and the short unlock (%s), it took %s", limit, elapsed)
+	}
+	if key := b.key(t, b.Rider); key.RecoveryPoint != models.RecoveryPointRideCreated {
+		t.Fatalf("want the key left at ride_created, got %s", key.RecoveryPoint)
+	}
+}

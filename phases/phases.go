@@ -338,13 +338,24 @@ func (e *Executor) renewLease(ctx context.Context, r *run, mu *sync.Mutex) bool 
 // because the failure may have been the request's context ending.
 const unlockTimeout = 5 * time.Second
 
+// UnlockAfterOutageTimeout bounds the unlock that follows a run the database did not answer
+// (a statement that timed out, a connection lost or never had, a commit unconfirmed): the
+// database will hardly answer the unlock either, and the rider should have the 503 within the
+// phase's deadline and this, not twice the deadline. An unlock that fails leaves the key to its
+// lease, which frees it within Config.LockLease.
+const UnlockAfterOutageTimeout = time.Second
+
 // unlockAfterError releases the key so that a retry need not wait out the lock timeout. A
 // request that never locked its key, or lost its lock, has nothing to release.
 func (e *Executor) unlockAfterError(ctx context.Context, r *run, runErr error) {
 	if errors.Is(runErr, ErrLockLost) || r.key == nil || r.lockGeneration == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+	timeout := unlockTimeout
+	if models.IsUnavailable(runErr) || errors.Is(runErr, ErrCommitOutcomeUnknown) {
+		timeout = UnlockAfterOutageTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 
 	if _, err := models.IdempotencyKeyUnlock(ctx, e.pool, r.key.ID, r.lockGeneration, runErr.Error()); err != nil {

@@ -38,7 +38,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 
-	listener, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+	listener, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("error listening on port %d: %w", cfg.Port, err)
 	}

@@ -98,6 +98,9 @@ type answerTally struct {
 }
 
 func (a *answerTally) add(sent time.Time, status int) {
+	if a == nil {
+		return // nobody counts
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.byStatus[status]++

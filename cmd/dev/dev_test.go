@@ -36,6 +36,10 @@ func TestDev(t *testing.T) {
 			"COMPLETER_MIN_AGE=1s", "COMPLETER_IDLE_FOR=1s", "COMPLETER_INTERVAL=1s",
 		}, "-data-dir", dataDir)
 		proctest.WaitOutput(t, p, "Ctrl-C stops everything", 3*time.Minute)
+		// The banner says localhost, and a demo stack (SIMULATE_ERRORS) is for this machine alone.
+		if want := fmt.Sprintf(`msg="API: listening" addr=127.0.0.1:%d`, port); !strings.Contains(p.Output(), want) {
+			t.Fatalf("want the API listening on loopback only (%s), got:\n%s", want, p.Output())
+		}
 		sh := bannerShell(t, p.Output())
 		token := sh.output(t, `printf %s "$RIDER"`)
 

@@ -125,6 +125,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		"STRIPE_API_KEY="+stripeAPIKey,
 		"STRIPE_API_URL="+stripeURL,
 		"PORT="+strconv.Itoa(port),
+		"HOST=127.0.0.1", // as the banner says: this machine alone reaches the demo stack
 		// The demo parameter raise_error shows recovery from a failure; allowed in dev only.
 		"SIMULATE_ERRORS=true",
 	)

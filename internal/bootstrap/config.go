@@ -43,6 +43,11 @@ type Config struct {
 	// Port (PORT, default 5004, api.PortDefault) is the API's listening port.
 	Port int
 
+	// Host (HOST, default unset) is the address the API listens on; unset, every address of
+	// the machine, as a Procfile's platform expects. A development stack sets 127.0.0.1, so that
+	// a stack with demo settings (SIMULATE_ERRORS) is reached from this machine alone.
+	Host string
+
 	// MetricsAddr (METRICS_ADDR, default unset) is the host:port where a process serves its
 	// Prometheus metrics at GET /metrics; unset, it serves none. The API's must differ from its
 	// public port: the figures are for the operator, not for riders.
@@ -133,6 +138,7 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		StripeAPIKey: getenv("STRIPE_API_KEY"),
 		StripeAPIURL: getenv("STRIPE_API_URL"),
 		MetricsAddr:  getenv("METRICS_ADDR"),
+		Host:         getenv("HOST"),
 		SMTPURL:      getenv("SMTP_URL"),
 		Faults:       getenv("FAULTS"),
 		MailFrom:     cmp.Or(getenv("MAIL_FROM"), workers.MailFromDefault),

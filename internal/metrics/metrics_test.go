@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rocketrides/rocketrides/internal/metrics"
@@ -85,5 +86,36 @@ func TestStripeTransport(t *testing.T) {
 	}
 	if got := testutil.CollectAndCount(m.RequestDuration); got != 1 {
 		t.Errorf("want one duration histogram, got %d", got)
+	}
+}
+
+// TestSerializationRetriesStartAtZero: the alert on serialization retries takes a rate() of the
+// series, which sees nothing of a series that does not exist yet; each phase's must be there,
+// at 0, before the first retry.
+func TestSerializationRetriesStartAtZero(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	metrics.NewPhases(reg)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	phases := map[string]bool{}
+	for _, f := range families {
+		if f.GetName() != "rocketrides_serialization_retries_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "phase" && m.GetCounter().GetValue() == 0 {
+					phases[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	for _, phase := range []string{"started", "ride_created", "charge_created"} {
+		if !phases[phase] {
+			t.Errorf("want rocketrides_serialization_retries_total{phase=%q} at 0 before any retry, got %v", phase, phases)
+		}
 	}
 }

@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rocketrides/rocketrides/models"
+)
 
 // Phases is the series of the phase executor, in every process that drives ride requests (the
 // API and the completer). Their phase label is the recovery point an atomic phase started from:
@@ -16,6 +20,11 @@ type Phases struct {
 	SerializationRetries *prometheus.CounterVec
 }
 
+// phaseLabels are the values of the phase label: the recovery points an atomic phase starts from.
+var phaseLabels = []string{
+	string(models.RecoveryPointStarted), string(models.RecoveryPointRideCreated), string(models.RecoveryPointChargeCreated),
+}
+
 // NewPhases returns the executor's series, registered with reg (nil: unregistered).
 func NewPhases(reg prometheus.Registerer) *Phases {
 	m := &Phases{
@@ -24,10 +33,13 @@ func NewPhases(reg prometheus.Registerer) *Phases {
 			Help:    "Time an atomic phase took, retries included, by the recovery point it started from.",
 			Buckets: latencyBuckets,
 		}, []string{"phase"}),
-		SerializationRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "serialization_retries_total",
-			Help: "Atomic phase transactions run again after a serialization failure or deadlock, by phase.",
-		}, []string{"phase"}),
+		// Each phase's series exists at 0 from the start, so that a rate() over it, which an
+		// alert takes, has a series before the first retry.
+		SerializationRetries: newCounterByLabel("serialization_retries_total",
+			"Atomic phase transactions run again after a serialization failure or deadlock, by phase.", "phase", phaseLabels...),
+	}
+	for _, phase := range phaseLabels {
+		m.PhaseDuration.WithLabelValues(phase) // the alerts divide by its count
 	}
 	register(reg, m.PhaseDuration, m.SerializationRetries)
 	return m
