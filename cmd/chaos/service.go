@@ -37,6 +37,11 @@ type service struct {
 
 	starts          int
 	unexpectedExits int // exits that neither kill nor stop asked for: crashes
+
+	// crashesAtStart is crashes() when the running process started. A process crashes itself
+	// at most once, so a count above it means the running process did, whether just before
+	// stop sent SIGTERM or while it drained.
+	crashesAtStart int
 }
 
 // restartDelay is how long a process manager waits before restarting a process that exited:
@@ -75,6 +80,7 @@ func (s *service) startLocked() error {
 	}
 	s.proc = p
 	s.starts++
+	s.crashesAtStart = s.crashes()
 	return nil
 }
 
@@ -162,7 +168,7 @@ func (s *service) freeze(ctx context.Context, d time.Duration) bool {
 func (s *service) stop() error {
 	s.mu.Lock()
 	s.stopping = true
-	p, keeping := s.proc, s.keeping
+	p, keeping, crashesAtStart := s.proc, s.keeping, s.crashesAtStart
 	s.mu.Unlock()
 	if keeping == nil {
 		return nil
@@ -172,11 +178,10 @@ func (s *service) stop() error {
 		select {
 		case <-p.Done(): // it exited on its own just now: the keeper counted it
 		default:
-			crashesBefore := s.crashes()
 			stopErr := p.Stop()
 			switch {
 			case stopErr == nil:
-			case s.crashes() > crashesBefore:
+			case s.crashes() > crashesAtStart:
 				s.logf("%s crashed at a fault point while stopping: %v", s.label, stopErr)
 			default:
 				err = fmt.Errorf("%s did not stop cleanly on SIGTERM: %w", s.label, stopErr)
