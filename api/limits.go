@@ -25,6 +25,14 @@ type Limits struct {
 	// ride and its impatient retries, which would find the key in use anyway.
 	RiderRidesInFlight int
 
+	// RiderReadsPerMinute, RiderReadBurst and RiderReadsInFlight are one rider's budget for
+	// reading rides back (GET /rides/{id}), apart from booking's, so that neither starves the
+	// other. Default 120 a minute, a burst of 60, 5 at once: an app refreshing a screen of rides
+	// reads a few dozen at a time, and never needs more than a handful in flight.
+	RiderReadsPerMinute int
+	RiderReadBurst      int
+	RiderReadsInFlight  int
+
 	// AuthFailuresPerMinute and AuthFailureBurst are a client address's token bucket for
 	// failed authentication: once it is empty, the address's requests are refused before the
 	// database is asked for their token. IPv6 addresses count by their /64, which one client
@@ -46,6 +54,9 @@ const (
 	RiderRidesPerMinuteDefault   = 10
 	RiderRideBurstDefault        = 10
 	RiderRidesInFlightDefault    = 3
+	RiderReadsPerMinuteDefault   = 120
+	RiderReadBurstDefault        = 60
+	RiderReadsInFlightDefault    = 5
 	AuthFailuresPerMinuteDefault = 20
 	AuthFailureBurstDefault      = 20
 	MaxRequestsInFlightDefault   = 200
@@ -55,6 +66,9 @@ func (l Limits) withDefaults() Limits {
 	l.RiderRidesPerMinute = cmp.Or(l.RiderRidesPerMinute, RiderRidesPerMinuteDefault)
 	l.RiderRideBurst = cmp.Or(l.RiderRideBurst, RiderRideBurstDefault)
 	l.RiderRidesInFlight = cmp.Or(l.RiderRidesInFlight, RiderRidesInFlightDefault)
+	l.RiderReadsPerMinute = cmp.Or(l.RiderReadsPerMinute, RiderReadsPerMinuteDefault)
+	l.RiderReadBurst = cmp.Or(l.RiderReadBurst, RiderReadBurstDefault)
+	l.RiderReadsInFlight = cmp.Or(l.RiderReadsInFlight, RiderReadsInFlightDefault)
 	l.AuthFailuresPerMinute = cmp.Or(l.AuthFailuresPerMinute, AuthFailuresPerMinuteDefault)
 	l.AuthFailureBurst = cmp.Or(l.AuthFailureBurst, AuthFailureBurstDefault)
 	l.MaxRequestsInFlight = cmp.Or(l.MaxRequestsInFlight, MaxRequestsInFlightDefault)

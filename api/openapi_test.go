@@ -374,7 +374,8 @@ func testName(a contractAnswer) string {
 // contract, which no limit applies to, are still answered.
 func (b *testBundle) whileShedding(t *testing.T, send func() *response) *response {
 	t.Helper()
-	unlock := b.lockTable(t, "users")
+	// The key's table, which the request reaches once it holds its slot (see shedLoad).
+	unlock := b.lockTable(t, "idempotency_keys")
 	stuck := make(chan *response, 1)
 	go func() { stuck <- b.postRide(t, b.Rider, "key-stuck-0123456789abc", testBody) }()
 	b.waitForLockWaiters(t, 1)

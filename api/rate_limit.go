@@ -16,11 +16,9 @@ import (
 // (logRequests summarizes 429s); rocketrides_rate_limited_total counts it by limit.
 type limiter struct {
 	limits       Limits
-	riderRides   *limiterSet[int64]
+	rides        *riderBudget // POST /rides
+	reads        *riderBudget // GET /rides/{id}
 	authFailures *limiterSet[netip.Prefix]
-
-	mu            sync.Mutex
-	riderInFlight map[int64]int
 
 	inFlight atomic.Int64
 
@@ -28,10 +26,31 @@ type limiter struct {
 	now func() time.Time
 }
 
+// riderBudget is what each rider may ask of one kind of route: a rate of requests, and a number
+// worked on at once.
+type riderBudget struct {
+	rate        *limiterSet[int64]
+	perMinute   int
+	maxInFlight int
+
+	// rateLimit and inFlightLimit are the limit labels of rocketrides_rate_limited_total;
+	// rateDetail and inFlightDetail the problems' details, each with the number in it.
+	rateLimit, inFlightLimit   string
+	rateDetail, inFlightDetail string
+
+	// rides: the budget of POST /rides, whose refusals also count as ride requests.
+	rides bool
+
+	mu       sync.Mutex
+	inFlight map[int64]int
+}
+
 // The limit label values of rocketrides_rate_limited_total.
 const (
 	limitRiderRate     = "rider_rate"
 	limitRiderInFlight = "rider_in_flight"
+	limitReadRate      = "rider_read_rate"
+	limitReadInFlight  = "rider_reads_in_flight"
 	limitAuthFailures  = "auth_failures"
 	limitInFlight      = "in_flight"
 )
@@ -42,16 +61,35 @@ const retryAfterShed = time.Second
 func newLimiter(limits Limits) *limiter {
 	limits = limits.withDefaults()
 	return &limiter{
-		limits:        limits,
-		riderRides:    newLimiterSet[int64](perMinute(limits.RiderRidesPerMinute), limits.RiderRideBurst),
-		authFailures:  newLimiterSet[netip.Prefix](perMinute(limits.AuthFailuresPerMinute), limits.AuthFailureBurst),
-		riderInFlight: make(map[int64]int),
-		now:           time.Now,
+		limits: limits,
+		rides: &riderBudget{
+			rate:        newLimiterSet[int64](perMinute(limits.RiderRidesPerMinute), limits.RiderRideBurst),
+			perMinute:   limits.RiderRidesPerMinute,
+			maxInFlight: limits.RiderRidesInFlight,
+			rateLimit:   limitRiderRate, inFlightLimit: limitRiderInFlight,
+			rateDetail:     "A rider may book up to %d rides a minute. Retry after the time in Retry-After, with the same Idempotency-Key.",
+			inFlightDetail: "A rider may have up to %d ride requests in progress at once. Retry after the time in Retry-After, with the same Idempotency-Key.",
+			rides:          true,
+			inFlight:       make(map[int64]int),
+		},
+		reads: &riderBudget{
+			rate:        newLimiterSet[int64](perMinute(limits.RiderReadsPerMinute), limits.RiderReadBurst),
+			perMinute:   limits.RiderReadsPerMinute,
+			maxInFlight: limits.RiderReadsInFlight,
+			rateLimit:   limitReadRate, inFlightLimit: limitReadInFlight,
+			rateDetail:     "A rider may read up to %d rides a minute. Retry after the time in Retry-After.",
+			inFlightDetail: "A rider may have up to %d reads in progress at once. Retry after the time in Retry-After.",
+			inFlight:       make(map[int64]int),
+		},
+		authFailures: newLimiterSet[netip.Prefix](perMinute(limits.AuthFailuresPerMinute), limits.AuthFailureBurst),
+		now:          time.Now,
 	}
 }
 
 // shedLoad answers 503 with Retry-After, at once, when MaxRequestsInFlight requests are being
-// worked on already: better than queueing for a pool connection until a deadline.
+// worked on already: better than queueing for a pool connection until a deadline. It runs after
+// the rider's own limits (and, for a booking, after its body was read), so that one rider holds
+// at most a rider's share of the process's slots, and a slow client holds none while it sends.
 func (s *Server) shedLoad(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := s.limiter
@@ -72,50 +110,50 @@ func (s *Server) shedLoad(next http.Handler) http.Handler {
 	})
 }
 
-// limitRider applies a rider's limits on POST /rides: the rate of requests, and how many are
-// worked on at once. It runs after authenticate.
-func (s *Server) limitRider(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		l := s.limiter
-		if l.limits.Off {
-			next.ServeHTTP(w, r)
-			return
-		}
-		userID := userFrom(r.Context()).ID
-		if wait := l.riderRides.take(userID, l.now()); wait > 0 {
-			s.rejectRide(w, limitRiderRate, wait, fmt.Sprintf(
-				"A rider may book up to %d rides a minute. Retry after the time in Retry-After, with the same Idempotency-Key.",
-				l.limits.RiderRidesPerMinute))
-			return
-		}
-
-		l.mu.Lock()
-		admitted := l.riderInFlight[userID] < l.limits.RiderRidesInFlight
-		if admitted {
-			l.riderInFlight[userID]++
-		}
-		l.mu.Unlock()
-		if !admitted {
-			s.rejectRide(w, limitRiderInFlight, time.Second, fmt.Sprintf(
-				"A rider may have up to %d ride requests in progress at once. Retry after the time in Retry-After, with the same Idempotency-Key.",
-				l.limits.RiderRidesInFlight))
-			return
-		}
-		defer func() {
-			l.mu.Lock()
-			if l.riderInFlight[userID]--; l.riderInFlight[userID] == 0 {
-				delete(l.riderInFlight, userID)
+// limitRider applies a rider's budget b: the rate of requests, and how many are worked on at
+// once. It runs after authenticate.
+func (s *Server) limitRider(b *riderBudget) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			l := s.limiter
+			if l.limits.Off {
+				next.ServeHTTP(w, r)
+				return
 			}
-			l.mu.Unlock()
-		}()
-		next.ServeHTTP(w, r)
-	})
+			userID := userFrom(r.Context()).ID
+			if wait := b.rate.take(userID, l.now()); wait > 0 {
+				s.rejectRider(w, b, b.rateLimit, wait, fmt.Sprintf(b.rateDetail, b.perMinute))
+				return
+			}
+
+			b.mu.Lock()
+			admitted := b.inFlight[userID] < b.maxInFlight
+			if admitted {
+				b.inFlight[userID]++
+			}
+			b.mu.Unlock()
+			if !admitted {
+				s.rejectRider(w, b, b.inFlightLimit, time.Second, fmt.Sprintf(b.inFlightDetail, b.maxInFlight))
+				return
+			}
+			defer func() {
+				b.mu.Lock()
+				if b.inFlight[userID]--; b.inFlight[userID] == 0 {
+					delete(b.inFlight, userID)
+				}
+				b.mu.Unlock()
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
-// rejectRide answers a ride request over one of the rider's limits.
-func (s *Server) rejectRide(w http.ResponseWriter, limit string, wait time.Duration, detail string) {
+// rejectRider answers a request over one of the rider's limits.
+func (s *Server) rejectRider(w http.ResponseWriter, b *riderBudget, limit string, wait time.Duration, detail string) {
 	s.metrics.RateLimited.WithLabelValues(limit).Inc()
-	s.metrics.RideRequests.WithLabelValues(metrics.RideRateLimited).Inc()
+	if b.rides {
+		s.metrics.RideRequests.WithLabelValues(metrics.RideRateLimited).Inc()
+	}
 	writeProblem(w, errRateLimited(wait, detail))
 }
 

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 )
 
 // requireRateLimited checks a 429 rate_limited problem with a Retry-After of whole seconds.
@@ -99,7 +101,7 @@ func TestRateLimits(t *testing.T) {
 	t.Run("ShedsPastTheInFlightCap", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{limits: &api.Limits{MaxRequestsInFlight: 1}})
-		unlock := b.lockTable(t, "users")
+		unlock := b.lockTable(t, "idempotency_keys") // reached once the request holds its slot
 		stuck := make(chan *response, 1)
 		go func() { stuck <- b.postRide(t, b.Rider, "key-stuck-0123456789abc", testBody) }()
 		b.waitForLockWaiters(t, 1)
@@ -137,6 +139,56 @@ func TestRateLimits(t *testing.T) {
 			if r := <-held; r.status != http.StatusCreated {
 				t.Fatalf("want the requests in flight booked once the table is free, got %d: %s", r.status, r.body)
 			}
+		}
+	})
+
+	// One rider's reads are capped apart from bookings and from other riders, and take a slot of
+	// the process only once admitted: with the process down to two slots and the rider's one
+	// allowed read held at the database, the rider's further reads are refused at once, and
+	// another rider's read is admitted and answered.
+	t.Run("OneRidersReadsLeaveOthersAnswered", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{limits: &api.Limits{RiderReadsInFlight: 1, MaxRequestsInFlight: 2}})
+		other := b.NewRider(t, "tok_visa")
+		read := func(rider *ridetest.Rider) *response {
+			return b.do(t, http.MethodGet, "/rides/1", map[string]string{"Authorization": "Bearer " + rider.Token}, "")
+		}
+		unlock := b.lockTable(t, "rides")
+		held := make(chan *response, 2)
+		go func() { held <- read(b.Rider) }()
+		b.waitForLockWaiters(t, 1)
+
+		for range 20 {
+			read(b.Rider).requireRateLimited(t)
+		}
+		go func() { held <- read(other) }()
+		b.waitForLockWaiters(t, 2) // admitted: it waits at the database like the rider's
+		unlock()
+		for range 2 {
+			if r := <-held; r.status != http.StatusNotFound { // no ride 1: answered, not refused
+				t.Fatalf("want the reads in flight answered once the table is free, got %d: %s", r.status, r.body)
+			}
+		}
+	})
+
+	// A client that trickles its booking's body holds no slot of the process while it sends:
+	// with one slot, another rider books while the slow body is still coming.
+	t.Run("SlowBodyHoldsNoSlot", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{limits: &api.Limits{MaxRequestsInFlight: 1}})
+		other := b.NewRider(t, "tok_visa")
+		conn, err := net.Dial("tcp", b.server.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST /rides HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer %s\r\n"+
+			"Idempotency-Key: key-slow-body-0123456789\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			b.Rider.Token, len(testBody), testBody[:5])
+
+		r := b.postRide(t, other, "key-while-slow-0123456789", testBody)
+		if r.status != http.StatusCreated {
+			t.Fatalf("want the other rider booked while a body trickles in, got %d: %s", r.status, r.body)
 		}
 	})
 

@@ -83,10 +83,13 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", s.openAPI)
 
+	// A request takes one of the process's slots (shedLoad) only once it passed its rider's own
+	// limits and, for a booking, sent its body: one rider's flood, or a client that trickles
+	// its body, holds slots of that rider's alone.
 	r.Group(func(r chi.Router) {
-		r.Use(s.shedLoad, s.authenticate)
-		r.With(s.limitRider).Post("/rides", s.createRide)
-		r.Get("/rides/{id}", s.getRide)
+		r.Use(s.authenticate)
+		r.With(s.limitRider(s.limiter.rides), s.readBody, s.shedLoad).Post("/rides", s.createRide)
+		r.With(s.limitRider(s.limiter.reads), s.shedLoad).Get("/rides/{id}", s.getRide)
 	})
 	return r
 }

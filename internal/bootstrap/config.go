@@ -74,6 +74,7 @@ type Config struct {
 	// RateLimits (RATE_LIMITS, unset for on) are the API's limits (see api.Limits): off turns
 	// them all off, for load tests. Each limit's own variable overrides its
 	// default: RIDER_RIDES_PER_MINUTE, RIDER_RIDE_BURST, RIDER_RIDES_IN_FLIGHT,
+	// RIDER_READS_PER_MINUTE, RIDER_READ_BURST, RIDER_READS_IN_FLIGHT,
 	// AUTH_FAILURES_PER_MINUTE, AUTH_FAILURE_BURST, MAX_REQUESTS_IN_FLIGHT.
 	RateLimits api.Limits
 
@@ -229,6 +230,9 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	parsePositive("RIDER_RIDES_PER_MINUTE", &cfg.RateLimits.RiderRidesPerMinute)
 	parsePositive("RIDER_RIDE_BURST", &cfg.RateLimits.RiderRideBurst)
 	parsePositive("RIDER_RIDES_IN_FLIGHT", &cfg.RateLimits.RiderRidesInFlight)
+	parsePositive("RIDER_READS_PER_MINUTE", &cfg.RateLimits.RiderReadsPerMinute)
+	parsePositive("RIDER_READ_BURST", &cfg.RateLimits.RiderReadBurst)
+	parsePositive("RIDER_READS_IN_FLIGHT", &cfg.RateLimits.RiderReadsInFlight)
 	parsePositive("AUTH_FAILURES_PER_MINUTE", &cfg.RateLimits.AuthFailuresPerMinute)
 	parsePositive("AUTH_FAILURE_BURST", &cfg.RateLimits.AuthFailureBurst)
 	parsePositive("MAX_REQUESTS_IN_FLIGHT", &cfg.RateLimits.MaxRequestsInFlight)
