@@ -41,6 +41,16 @@ type Limits struct {
 	AuthFailuresPerMinute int
 	AuthFailureBurst      int
 
+	// LimitedAddressLookupsPerMinute is how many tokens a minute, all addresses together, are
+	// still looked up for addresses past their failure budget, up to a second's worth at once. A valid token among them gets
+	// through, so that a guesser does not lock out the riders who share its address (a mobile
+	// carrier's NAT, an office); an invalid one counts as a failure as before. The budget is the
+	// process's, so that however many addresses guess, they cost the database at most this many
+	// lookups a minute, each one indexed and cheap. (A token carries 256 random bits: guessing
+	// one is hopeless, and the limits protect the database, not the tokens.) Default 6,000 a
+	// minute, 100 at once.
+	LimitedAddressLookupsPerMinute int
+
 	// MaxRequestsInFlight caps the requests being worked on at once by this process, all
 	// routes but the health checks; past it, requests are shed with 503 and Retry-After
 	// rather than queued for a pool connection until their deadlines. Default 200: most
@@ -51,15 +61,16 @@ type Limits struct {
 
 // Defaults of Limits.
 const (
-	RiderRidesPerMinuteDefault   = 10
-	RiderRideBurstDefault        = 10
-	RiderRidesInFlightDefault    = 3
-	RiderReadsPerMinuteDefault   = 120
-	RiderReadBurstDefault        = 60
-	RiderReadsInFlightDefault    = 5
-	AuthFailuresPerMinuteDefault = 20
-	AuthFailureBurstDefault      = 20
-	MaxRequestsInFlightDefault   = 200
+	RiderRidesPerMinuteDefault            = 10
+	RiderRideBurstDefault                 = 10
+	RiderRidesInFlightDefault             = 3
+	RiderReadsPerMinuteDefault            = 120
+	RiderReadBurstDefault                 = 60
+	RiderReadsInFlightDefault             = 5
+	AuthFailuresPerMinuteDefault          = 20
+	AuthFailureBurstDefault               = 20
+	LimitedAddressLookupsPerMinuteDefault = 6000
+	MaxRequestsInFlightDefault            = 200
 )
 
 func (l Limits) withDefaults() Limits {
@@ -71,6 +82,7 @@ func (l Limits) withDefaults() Limits {
 	l.RiderReadsInFlight = cmp.Or(l.RiderReadsInFlight, RiderReadsInFlightDefault)
 	l.AuthFailuresPerMinute = cmp.Or(l.AuthFailuresPerMinute, AuthFailuresPerMinuteDefault)
 	l.AuthFailureBurst = cmp.Or(l.AuthFailureBurst, AuthFailureBurstDefault)
+	l.LimitedAddressLookupsPerMinute = cmp.Or(l.LimitedAddressLookupsPerMinute, LimitedAddressLookupsPerMinuteDefault)
 	l.MaxRequestsInFlight = cmp.Or(l.MaxRequestsInFlight, MaxRequestsInFlightDefault)
 	return l
 }

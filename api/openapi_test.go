@@ -193,7 +193,9 @@ func TestContractAnswers(t *testing.T) {
 		return b.do(t, http.MethodGet, "/rides/"+id, map[string]string{"Authorization": "Bearer " + b.Rider.Token}, "")
 	}
 	oneRidePerMinute := &api.Limits{RiderRidesPerMinute: 1, RiderRideBurst: 1}
-	oneAuthFailure := &api.Limits{AuthFailuresPerMinute: 1, AuthFailureBurst: 1}
+	// One failure an address, and one lookup a minute past it for all addresses: the third bad
+	// token is refused.
+	oneAuthFailure := &api.Limits{AuthFailuresPerMinute: 1, AuthFailureBurst: 1, LimitedAddressLookupsPerMinute: 1}
 	oneInFlight := &api.Limits{MaxRequestsInFlight: 1}
 
 	post := func(status int, code problem.Code) contractAnswer {
@@ -292,6 +294,7 @@ func TestContractAnswers(t *testing.T) {
 		}},
 		{answer: get("/rides/{id}", 429, problem.CodeRateLimited), opts: setupOpts{limits: oneAuthFailure}, send: func(t *testing.T, b *testBundle) *response {
 			badToken := map[string]string{"Authorization": "Bearer rr_not_a_token"}
+			b.do(t, http.MethodGet, "/rides/1", badToken, "").requireProblem(t, 401, problem.CodeUnauthorized)
 			b.do(t, http.MethodGet, "/rides/1", badToken, "").requireProblem(t, 401, problem.CodeUnauthorized)
 			return b.do(t, http.MethodGet, "/rides/1", badToken, "")
 		}},

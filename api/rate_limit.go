@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/problem"
 )
@@ -19,6 +21,10 @@ type limiter struct {
 	rides        *riderBudget // POST /rides
 	reads        *riderBudget // GET /rides/{id}
 	authFailures *limiterSet[netip.Prefix]
+
+	// limitedLookups is the process's budget of token lookups for addresses past their failure
+	// budget (Limits.LimitedAddressLookupsPerMinute).
+	limitedLookups *rate.Limiter
 
 	inFlight atomic.Int64
 
@@ -82,7 +88,9 @@ func newLimiter(limits Limits) *limiter {
 			inFlight:       make(map[int64]int),
 		},
 		authFailures: newLimiterSet[netip.Prefix](perMinute(limits.AuthFailuresPerMinute), limits.AuthFailureBurst),
-		now:          time.Now,
+		limitedLookups: rate.NewLimiter(rate.Limit(perMinute(limits.LimitedAddressLookupsPerMinute)),
+			max(1, limits.LimitedAddressLookupsPerMinute/60)),
+		now: time.Now,
 	}
 }
 
@@ -158,31 +166,27 @@ func (s *Server) rejectRider(w http.ResponseWriter, b *riderBudget, limit string
 }
 
 // authFailureWait returns how long r's client address must wait before its token is checked
-// again, after too many failed authentications; 0 if it may try now.
+// again, after too many failed authentications; 0 if it may try now. Past its budget, an
+// address's token is checked all the same while the process's budget of such lookups lasts
+// (Limits.LimitedAddressLookupsPerMinute).
 func (s *Server) authFailureWait(r *http.Request) time.Duration {
-	if s.limiter.limits.Off {
+	l := s.limiter
+	if l.limits.Off {
 		return 0
 	}
-	return s.limiter.authFailures.emptyFor(clientPrefix(r), s.limiter.now())
+	now := l.now()
+	wait := l.authFailures.emptyFor(s.clientPrefix(r), now)
+	if wait > 0 && l.limitedLookups.AllowN(now, 1) {
+		return 0
+	}
+	return wait
 }
 
 // authFailed counts a failed authentication against r's client address.
 func (s *Server) authFailed(r *http.Request) {
 	if !s.limiter.limits.Off {
-		s.limiter.authFailures.take(clientPrefix(r), s.limiter.now())
+		s.limiter.authFailures.take(s.clientPrefix(r), s.limiter.now())
 	}
-}
-
-// clientPrefix is the client address that authentication failures count against: the TCP peer
-// (see remoteIP), an IPv6 peer by its /64.
-func clientPrefix(r *http.Request) netip.Prefix {
-	addr := remoteIP(r)
-	bits := 32
-	if addr.Is6() {
-		bits = 64
-	}
-	prefix, _ := addr.Prefix(bits)
-	return prefix
 }
 
 func errRateLimited(wait time.Duration, detail string) *apiError {

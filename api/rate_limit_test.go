@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"testing"
@@ -68,7 +69,9 @@ func TestRateLimits(t *testing.T) {
 
 	t.Run("BadTokensFromOneAddress", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{limits: &api.Limits{}})
+		// One lookup a minute for addresses past their budget: the one the loop gets, and none
+		// before the check that the database is not asked.
+		b := setup(t, setupOpts{limits: &api.Limits{LimitedAddressLookupsPerMinute: 1}})
 		badToken := map[string]string{"Authorization": "Bearer rr_not_a_token", "Idempotency-Key": "key-bad-token-0123456789", "Content-Type": "application/json"}
 		unauthorized, limited := 0, 0
 		for range 400 {
@@ -83,7 +86,7 @@ func TestRateLimits(t *testing.T) {
 				t.Fatalf("want 401 or 429, got %d: %s", r.status, r.body)
 			}
 		}
-		if limited == 0 || unauthorized < api.AuthFailureBurstDefault || unauthorized > api.AuthFailureBurstDefault+5 {
+		if limited == 0 || unauthorized < api.AuthFailureBurstDefault+1 || unauthorized > api.AuthFailureBurstDefault+5 {
 			t.Fatalf("want about the burst (%d) of 401s and the rest 429, got %d and %d", api.AuthFailureBurstDefault, unauthorized, limited)
 		}
 
@@ -114,6 +117,45 @@ func TestRateLimits(t *testing.T) {
 		unlock()
 		if got := <-stuck; got.status != http.StatusCreated {
 			t.Fatalf("want the request in flight booked once the table is free, got %d: %s", got.status, got.body)
+		}
+	})
+
+	// A valid rider who shares an address with a guesser (a carrier's NAT) is not refused for
+	// the guesser's failures: past the address's budget, tokens are still looked up from the
+	// process's budget for such addresses, and a valid one gets through.
+	t.Run("ValidRiderBehindAGuessingAddress", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{limits: &api.Limits{}})
+		badToken := map[string]string{"Authorization": "Bearer rr_not_a_token", "Idempotency-Key": "key-bad-token-0123456789", "Content-Type": "application/json"}
+		for range 100 {
+			if r := b.do(t, http.MethodPost, "/rides", badToken, testBody); r.status != http.StatusUnauthorized && r.status != http.StatusTooManyRequests {
+				t.Fatalf("want 401 or 429 for a bad token, got %d: %s", r.status, r.body)
+			}
+		}
+		b.postRide(t, b.Rider, "key-valid-behind-nat-0123", testBody).rideCreated(t)
+	})
+
+	// Behind a trusted proxy, failures count against the client that X-Forwarded-For names,
+	// not against the proxy, which all clients share; and the ride records that client.
+	t.Run("FailuresCountAgainstTheForwardedClient", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{
+			limits:         &api.Limits{AuthFailuresPerMinute: 1, AuthFailureBurst: 1, LimitedAddressLookupsPerMinute: 1},
+			trustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
+		})
+		badFrom := func(client string) *response {
+			return b.do(t, http.MethodGet, "/rides/1", map[string]string{"Authorization": "Bearer rr_not_a_token", "X-Forwarded-For": client}, "")
+		}
+		badFrom("198.51.100.7").requireProblem(t, http.StatusUnauthorized, problem.CodeUnauthorized)
+		badFrom("198.51.100.7").requireProblem(t, http.StatusUnauthorized, problem.CodeUnauthorized) // the process's one lookup
+		badFrom("198.51.100.7").requireRateLimited(t)
+		badFrom("198.51.100.8").requireProblem(t, http.StatusUnauthorized, problem.CodeUnauthorized) // a budget of its own
+
+		headers := map[string]string{"Authorization": "Bearer " + b.Rider.Token, "Idempotency-Key": "key-forwarded-0123456789",
+			"Content-Type": "application/json", "X-Forwarded-For": "192.0.2.66, 198.51.100.9"}
+		b.do(t, http.MethodPost, "/rides", headers, testBody).rideCreated(t)
+		if n := b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE origin_ip = '198.51.100.9'`); n != 1 {
+			t.Fatalf("want the key's origin the forwarded client 198.51.100.9, found %d such keys", n)
 		}
 	})
 

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
@@ -76,7 +75,7 @@ func (s *Server) bookRide(w http.ResponseWriter, r *http.Request) (*phases.Outco
 		User:           user,
 		IdempotencyKey: key,
 		Params:         params,
-		OriginIP:       remoteIP(r),
+		OriginIP:       clientAddr(r, s.trustedProxies),
 		RaiseError:     raiseError,
 	})
 	if err != nil && s.workCtx.Err() != nil {
@@ -120,15 +119,4 @@ func (s *Server) getRide(w http.ResponseWriter, r *http.Request) {
 	}
 
 	writeJSON(w, http.StatusOK, map[string]any{"ride": resource.NewRide(ride)})
-}
-
-// remoteIP is the address the request came from, for the audit trail. It is the TCP peer:
-// X-Forwarded-For is not trusted, since any client can set it. Behind a proxy, terminate with
-// one that rewrites the peer address (PROXY protocol) or extend this deliberately.
-func remoteIP(r *http.Request) netip.Addr {
-	addrPort, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return netip.IPv4Unspecified()
-	}
-	return addrPort.Addr().Unmap()
 }

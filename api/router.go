@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -33,6 +34,9 @@ type Server struct {
 	metrics  *metrics.API
 	pool     *pgxpool.Pool
 
+	// trustedProxies are the proxies whose X-Forwarded-For is believed (see clientAddr).
+	trustedProxies []netip.Prefix
+
 	// workCtx ends when AbortInFlight is called; every ride request's work hangs off it.
 	workCtx     context.Context
 	abortAction context.CancelFunc
@@ -46,6 +50,10 @@ type Config struct {
 
 	// Metrics receives the API's series; nil means a set that no registry holds.
 	Metrics *metrics.API
+
+	// TrustedProxies are the addresses of the proxies in front of the API whose
+	// X-Forwarded-For is believed; none, and it is ignored (see clientAddr).
+	TrustedProxies []netip.Prefix
 }
 
 // NewServer returns a Server over executor, reading users and rides from pool.
@@ -55,13 +63,14 @@ func NewServer(pool *pgxpool.Pool, executor *phases.Executor, logger *slog.Logge
 	}
 	workCtx, abort := context.WithCancel(context.Background())
 	return &Server{
-		executor:    executor,
-		limiter:     newLimiter(config.Limits),
-		logger:      logger,
-		metrics:     config.Metrics,
-		pool:        pool,
-		workCtx:     workCtx,
-		abortAction: abort,
+		executor:       executor,
+		limiter:        newLimiter(config.Limits),
+		logger:         logger,
+		metrics:        config.Metrics,
+		pool:           pool,
+		trustedProxies: config.TrustedProxies,
+		workCtx:        workCtx,
+		abortAction:    abort,
 	}
 }
 

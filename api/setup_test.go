@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -44,6 +45,9 @@ type setupOpts struct {
 	// requests as one rider; the limits' own tests set them, and the process tests in cmd/api
 	// run with the defaults.
 	limits *api.Limits
+
+	// trustedProxies are the API's trusted proxies (api.Config.TrustedProxies).
+	trustedProxies []netip.Prefix
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -65,7 +69,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if opts.limits != nil {
 		limits = *opts.limits
 	}
-	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits}).Handler())
+	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits, TrustedProxies: opts.trustedProxies}).Handler())
 	t.Cleanup(server.Close)
 	return &testBundle{Bundle: b, server: server, logs: logs}
 }

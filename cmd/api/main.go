@@ -45,6 +45,6 @@ func run(ctx context.Context) error {
 	logger.InfoContext(ctx, "API: listening", slog.String("addr", listener.Addr().String()),
 		slog.Bool("simulate_errors", cfg.SimulateErrors))
 
-	server := api.NewServer(pool, executor, logger, api.Config{Limits: cfg.RateLimits, Metrics: metrics.NewAPI(reg)})
+	server := api.NewServer(pool, executor, logger, api.Config{Limits: cfg.RateLimits, Metrics: metrics.NewAPI(reg), TrustedProxies: cfg.TrustedProxies})
 	return bootstrap.ServeHTTP(ctx, listener, server.Handler(), logger, server.AbortInFlight)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,11 @@ type Config struct {
 	// Port (PORT, default 5004, api.PortDefault) is the API's listening port.
 	Port int
 
+	// TrustedProxies (TRUSTED_PROXIES, default unset) are the load balancers in front of the
+	// API, as comma-separated addresses or CIDR prefixes, whose X-Forwarded-For the API believes
+	// to find a client's address; unset, the TCP peer is the client (see api.Config).
+	TrustedProxies []netip.Prefix
+
 	// Host (HOST, default unset) is the address the API listens on; unset, every address of
 	// the machine, as a Procfile's platform expects. A development stack sets 127.0.0.1, so that
 	// a stack with demo settings (SIMULATE_ERRORS) is reached from this machine alone.
@@ -75,7 +81,8 @@ type Config struct {
 	// them all off, for load tests. Each limit's own variable overrides its
 	// default: RIDER_RIDES_PER_MINUTE, RIDER_RIDE_BURST, RIDER_RIDES_IN_FLIGHT,
 	// RIDER_READS_PER_MINUTE, RIDER_READ_BURST, RIDER_READS_IN_FLIGHT,
-	// AUTH_FAILURES_PER_MINUTE, AUTH_FAILURE_BURST, MAX_REQUESTS_IN_FLIGHT.
+	// AUTH_FAILURES_PER_MINUTE, AUTH_FAILURE_BURST, AUTH_LIMITED_LOOKUPS_PER_MINUTE,
+	// MAX_REQUESTS_IN_FLIGHT.
 	RateLimits api.Limits
 
 	// SimulateErrors (SIMULATE_ERRORS, default false) allows the raise_error demo parameter.
@@ -168,6 +175,20 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 			errs = append(errs, fmt.Sprintf("LOG_LEVEL must be debug, info, warn or error, not %q", v))
 		}
 	}
+	for _, item := range strings.Split(getenv("TRUSTED_PROXIES"), ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		prefix, err := netip.ParsePrefix(item)
+		if addr, addrErr := netip.ParseAddr(item); addrErr == nil {
+			prefix, err = addr.Prefix(addr.BitLen())
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("TRUSTED_PROXIES must be addresses or CIDR prefixes, not %q", item))
+			continue
+		}
+		cfg.TrustedProxies = append(cfg.TrustedProxies, prefix.Masked())
+	}
 	if v := getenv("PORT"); v != "" {
 		port, err := strconv.Atoi(v)
 		if err != nil || port < 1 || port > 65535 {
@@ -235,6 +256,7 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	parsePositive("RIDER_READS_IN_FLIGHT", &cfg.RateLimits.RiderReadsInFlight)
 	parsePositive("AUTH_FAILURES_PER_MINUTE", &cfg.RateLimits.AuthFailuresPerMinute)
 	parsePositive("AUTH_FAILURE_BURST", &cfg.RateLimits.AuthFailureBurst)
+	parsePositive("AUTH_LIMITED_LOOKUPS_PER_MINUTE", &cfg.RateLimits.LimitedAddressLookupsPerMinute)
 	parsePositive("MAX_REQUESTS_IN_FLIGHT", &cfg.RateLimits.MaxRequestsInFlight)
 	if v := getenv("SIMULATE_ERRORS"); v != "" {
 		b, err := strconv.ParseBool(v)

@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"log/slog"
+	"net/netip"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -72,6 +73,8 @@ func documentedValueIs(doc string, got any) bool {
 		s, err := strconv.Unquote(doc)
 		var level slog.Level
 		return err == nil && level.UnmarshalText([]byte(s)) == nil && level == got
+	case []netip.Prefix:
+		return strings.HasPrefix(doc, "unset") && len(got) == 0
 	case string:
 		if strings.HasPrefix(doc, "unset") {
 			return got == ""

@@ -2,6 +2,8 @@ package bootstrap
 
 import (
 	"log/slog"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +50,18 @@ func TestLoadConfig(t *testing.T) {
 		}
 	})
 
+	t.Run("TrustedProxies", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := LoadConfig(env(map[string]string{"TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7,2001:db8::/32"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"), netip.MustParsePrefix("2001:db8::/32")}
+		if !slices.Equal(cfg.TrustedProxies, want) {
+			t.Fatalf("want %v, got %v", want, cfg.TrustedProxies)
+		}
+	})
+
 	// A lease far longer than its default is no mistake: renewals only come further apart.
 	t.Run("LongLease", func(t *testing.T) {
 		t.Parallel()
@@ -63,6 +77,7 @@ func TestLoadConfig(t *testing.T) {
 		want string
 	}{
 		{"BadPort", map[string]string{"PORT": "http"}, "PORT"},
+		{"BadTrustedProxy", map[string]string{"TRUSTED_PROXIES": "10.0.0.0/8,lb.internal"}, "TRUSTED_PROXIES"},
 		{"PortOutOfRange", map[string]string{"PORT": "70000"}, "PORT"},
 		{"MetricsAddrWithoutPort", map[string]string{"METRICS_ADDR": "localhost"}, "METRICS_ADDR"},
 		{"RateLimitsNeitherOffNorUnset", map[string]string{"RATE_LIMITS": "lenient"}, "RATE_LIMITS"},
