@@ -338,13 +338,7 @@ func TestRunOnce(t *testing.T) {
 		e := b.enqueuer(t, enqueuer.DecodeRaw, enqueuer.Config{})
 		b.stageMany(t, 3)
 		// River's table refuses every insert, as a full disk or a broken schema would.
-		_, err := b.pool.Exec(t.Context(), `
-			CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN RAISE EXCEPTION 'river_job refuses inserts'; END $$;
-			CREATE TRIGGER refuse BEFORE INSERT ON river_job FOR EACH ROW EXECUTE FUNCTION refuse()`)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b.refuse(t, "INSERT", "river_job", "river_job refuses inserts")
 
 		if _, err := e.RunOnce(t.Context()); err == nil || !strings.Contains(err.Error(), "river_job refuses inserts") {
 			t.Fatalf("want the insert's error, got %v", err)
@@ -371,13 +365,7 @@ func TestRunOnce(t *testing.T) {
 		b := setup(t)
 		e := b.enqueuer(t, enqueuer.DecodeRaw, enqueuer.Config{})
 		b.stageMany(t, 3)
-		_, err := b.pool.Exec(t.Context(), `
-			CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN RAISE EXCEPTION 'staged_jobs refuses deletes'; END $$;
-			CREATE TRIGGER refuse BEFORE DELETE ON staged_jobs FOR EACH ROW EXECUTE FUNCTION refuse()`)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b.refuse(t, "DELETE", "staged_jobs", "staged_jobs refuses deletes")
 
 		if _, err := e.RunOnce(t.Context()); err == nil || !strings.Contains(err.Error(), "staged_jobs refuses deletes") {
 			t.Fatalf("want the delete's error, got %v", err)

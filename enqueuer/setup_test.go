@@ -2,6 +2,7 @@ package enqueuer_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -196,5 +197,18 @@ func (b *testBundle) waitStagedUnlocked(t *testing.T, n int) {
 			t.Fatalf("want %d staged jobs free of locks, %d are after 10 s", n, free)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// refuse makes table fail every statement of kind (INSERT, DELETE) with message, through a
+// trigger named refuse.
+func (b *testBundle) refuse(t *testing.T, kind, table, message string) {
+	t.Helper()
+	_, err := b.pool.Exec(t.Context(), fmt.Sprintf(`
+		CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION '%s'; END $$;
+		CREATE TRIGGER refuse BEFORE %s ON %s FOR EACH ROW EXECUTE FUNCTION refuse()`, message, kind, table))
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -19,17 +19,7 @@ func TestPhaseTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-
-	config, err := pgxpool.ParseConfig(b.Pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	config.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := onePool(t, b)
 	held, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -65,17 +55,7 @@ func TestPhaseTimeoutAfterTheCharge(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-
-	config, err := pgxpool.ParseConfig(b.Pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	config.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := onePool(t, b)
 
 	const phaseTimeout = 300 * time.Millisecond
 	executor := New(pool, b.StripeClient, slog.New(slog.DiscardHandler), Config{
@@ -85,12 +65,13 @@ func TestPhaseTimeoutAfterTheCharge(t *testing.T) {
 	})
 	var held *pgxpool.Conn
 	executor.hooks.afterCharge = func(ctx context.Context) {
+		var err error
 		if held, err = pool.Acquire(ctx); err != nil {
 			t.Error(err)
 		}
 	}
 	start := time.Now()
-	_, err = executor.CreateRide(ctx, newRequest(b.Rider))
+	_, err := executor.CreateRide(ctx, newRequest(b.Rider))
 	elapsed := time.Since(start)
 	if held != nil {
 		held.Release()
@@ -105,4 +86,21 @@ func TestPhaseTimeoutAfterTheCharge(t *testing.T) {
 	if key := b.key(t, b.Rider); key.RecoveryPoint != models.RecoveryPointRideCreated {
 		t.Fatalf("want the key left at ride_created, got %s", key.RecoveryPoint)
 	}
+}
+
+// onePool opens a pool of one connection on b's database, closed when the test ends: a test
+// that takes the connection plays a database that stopped answering.
+func onePool(t *testing.T, b *testBundle) *pgxpool.Pool {
+	t.Helper()
+	config, err := pgxpool.ParseConfig(b.Pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	config.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
