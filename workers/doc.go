@@ -21,7 +21,7 @@
 //   - Once the message's last line has gone to the server, neither the job's cancellation (a
 //     shutdown's hard stop) nor its timeout aborts the send: the mailer waits for the server's
 //     verdict within its own SendTimeout (30 s), and recording ignores the cancellation too,
-//     within recordTimeout.
+//     within RecordTimeout.
 //
 // What remains:
 //

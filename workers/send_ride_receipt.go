@@ -20,10 +20,10 @@ import (
 	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
-// recordTimeout bounds recording a receipt that has been sent. That step ignores the job's
+// RecordTimeout bounds recording a receipt that has been sent. That step ignores the job's
 // cancellation (see Work), so it needs a bound of its own; a healthy database takes
 // milliseconds.
-const recordTimeout = 10 * time.Second
+const RecordTimeout = 10 * time.Second
 
 // SendRideReceiptWorker emails the receipt of a charged ride and records it on the ride, in the
 // transaction that completes the job, so that a job finding its receipt recorded sends nothing.
@@ -100,12 +100,12 @@ func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[jobargs
 
 	// The message is out. From here on the job's cancellation (a shutdown) is ignored: giving
 	// up now would only leave the receipt unrecorded and mail it again on the retry.
-	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RecordTimeout)
 	defer cancel()
 	raced, err := w.record(recordCtx, conn, job, ride.ID, msg.MessageID)
 	for attempt := 1; err != nil && models.IsUnavailable(err); attempt++ {
 		// The database went away (a restart, a failover) while the message was out: keep trying
-		// on a fresh connection, for as long as recordTimeout allows, rather than fail the job
+		// on a fresh connection, for as long as RecordTimeout allows, rather than fail the job
 		// and mail the receipt again on its retry.
 		w.logger.WarnContext(ctx, "Worker: receipt mailed but not recorded yet; retrying on a new connection",
 			slog.Int64("ride_id", ride.ID), slog.Int("attempt", attempt), slog.String("error", err.Error()))

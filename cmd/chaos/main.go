@@ -50,7 +50,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		"and make each database fault a failover: the primary's machine lost (SIGKILL) and frozen (SIGSTOP) in turn")
 	flags.BoolVar(&cfg.haDefaultTiming, "ha-default-timing", false, "with -ha: keep pg_auto_failover's own failover timing (about 50 s) rather than the tuned one (hacluster.TunedSettings)")
 	flags.BoolVar(&cfg.strictReceipts, "strict-receipts", false, "count a receipt mailed twice (same Message-ID) as a violation")
-	flags.IntVar(&cfg.maxDuplicates, "max-duplicate-receipts", maxDuplicateReceiptsDefault, "fail if more copies of receipts than this were mailed (a receipt mailed twice is one copy)")
+	flags.IntVar(&cfg.maxDuplicates, "max-duplicate-receipts", -1, "fail if more copies of receipts than this were mailed (a receipt mailed twice is one copy); "+
+		"default the receipt contract's bound: 1, plus each worker's concurrency for each database outage longer than the worker's record timeout")
 	flags.StringVar(&cfg.logPath, "log", "", "file for the processes' output; default a new file in the temporary directory")
 	flags.StringVar(&cfg.summaryJSON, "summary-json", "", "also write the summary as JSON to this file")
 	if err := flags.Parse(args); err != nil {
@@ -63,7 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("-clients, -apis and -workers must be at least 1")
 	case cfg.crashProb < 0 || cfg.crashProb > 1:
 		return nil, errors.New("-crash-prob must be in [0, 1]")
-	case cfg.maxDuplicates < 0:
+	case cfg.maxDuplicates < -1:
 		return nil, errors.New("-max-duplicate-receipts must not be negative")
 	}
 	if cfg.seed == 0 {

@@ -57,8 +57,10 @@ func TestSoak(t *testing.T) {
 		t.Errorf("want every email a recorded receipt or a copy of one: %d emails, %d receipts, %d copies",
 			sum.Emails, sum.Receipts, sum.DuplicateEmails)
 	}
-	if sum.DuplicateEmails > maxDuplicateReceiptsDefault {
-		t.Errorf("want at most %d copy of a receipt mailed, got %d: %s", maxDuplicateReceiptsDefault, sum.DuplicateEmails, firstFew(sum.Duplicates, 5))
+	// Its outages are all shorter than the worker's record timeout: the contract allows one
+	// copy, for a machine that stretches one.
+	if sum.DuplicateBound != 1 || sum.DuplicateEmails > sum.DuplicateBound {
+		t.Errorf("want at most 1 copy of a receipt mailed, got %d of %d allowed: %s", sum.DuplicateEmails, sum.DuplicateBound, firstFew(sum.Duplicates, 5))
 	}
 }
 

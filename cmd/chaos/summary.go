@@ -66,6 +66,7 @@ type summary struct {
 	Receipts         int      `json:"receipts"`
 	Emails           int      `json:"emails"`
 	DuplicateEmails  int      `json:"duplicate_emails"`
+	DuplicateBound   int      `json:"duplicate_bound"` // the copies allowed (see duplicateReceiptBound)
 	Duplicates       []string `json:"duplicates,omitempty"`
 	ForReview        []string `json:"for_review,omitempty"`
 
@@ -118,6 +119,7 @@ func (sum *summary) addSoak(s *soak) {
 	sum.UnfinishedAtSoakEnd, sum.UnfinishedAfterSettle = s.unfinishedAtSoakEnd, s.unfinishedAfterSettle
 	sum.ReceiptJobsRetriedEarly = s.jobsRetriedEarly
 	sum.StripeChargeRequests = s.stripeChargeRequests
+	sum.DuplicateBound = s.duplicateReceiptBound()
 	sum.AnswersByStatus = map[string]int{}
 	for status, n := range s.load.answers.statuses() {
 		sum.AnswersByStatus[strconv.Itoa(status)] = n
@@ -238,7 +240,7 @@ func (sum *summary) print(w io.Writer) {
 	row("idempotency keys", "%d (%d created, %d refused)", sum.Keys, sum.KeysCreated, sum.KeysRefused)
 	row("rides", "%d (%d charged)", sum.Rides, sum.ChargedRides)
 	row("Stripe", "%d charge requests, %d succeeded charges, %d declined", sum.StripeChargeRequests, sum.SucceededCharges, sum.FailedCharges)
-	row("receipts", "%d recorded, %d emails (%d duplicate deliveries)", sum.Receipts, sum.Emails, sum.DuplicateEmails)
+	row("receipts", "%d recorded, %d emails (%d duplicate deliveries, %d allowed)", sum.Receipts, sum.Emails, sum.DuplicateEmails, sum.DuplicateBound)
 	row("for review", "%d", len(sum.ForReview))
 	section("Timings")
 	row("seconds", "bring-up %.1f, soak %.1f, settle %.1f, check %.1f, total %.1f",
