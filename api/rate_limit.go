@@ -51,6 +51,21 @@ type riderBudget struct {
 	inFlight map[int64]int
 }
 
+// newRiderBudget is perMinute requests a minute, burst at once and maxInFlight in progress, for
+// each rider; over the rate it is refused under rateLimit with rateDetail, over the number in
+// progress under inFlightLimit with inFlightDetail, each detail given its number.
+func newRiderBudget(perMinuteN, burst, maxInFlight int, rateLimit, rateDetail, inFlightLimit, inFlightDetail string, rides bool) *riderBudget {
+	return &riderBudget{
+		rate:        newLimiterSet[int64](perMinute(perMinuteN), burst),
+		perMinute:   perMinuteN,
+		maxInFlight: maxInFlight,
+		rateLimit:   rateLimit, rateDetail: rateDetail,
+		inFlightLimit: inFlightLimit, inFlightDetail: inFlightDetail,
+		rides:    rides,
+		inFlight: make(map[int64]int),
+	}
+}
+
 // The limit label values of rocketrides_rate_limited_total.
 const (
 	limitRiderRate     = "rider_rate"
@@ -68,25 +83,14 @@ func newLimiter(limits Limits) *limiter {
 	limits = limits.withDefaults()
 	return &limiter{
 		limits: limits,
-		rides: &riderBudget{
-			rate:        newLimiterSet[int64](perMinute(limits.RiderRidesPerMinute), limits.RiderRideBurst),
-			perMinute:   limits.RiderRidesPerMinute,
-			maxInFlight: limits.RiderRidesInFlight,
-			rateLimit:   limitRiderRate, inFlightLimit: limitRiderInFlight,
-			rateDetail:     "A rider may book up to %d rides a minute. Retry after the time in Retry-After, with the same Idempotency-Key.",
-			inFlightDetail: "A rider may have up to %d ride requests in progress at once. Retry after the time in Retry-After, with the same Idempotency-Key.",
-			rides:          true,
-			inFlight:       make(map[int64]int),
-		},
-		reads: &riderBudget{
-			rate:        newLimiterSet[int64](perMinute(limits.RiderReadsPerMinute), limits.RiderReadBurst),
-			perMinute:   limits.RiderReadsPerMinute,
-			maxInFlight: limits.RiderReadsInFlight,
-			rateLimit:   limitReadRate, inFlightLimit: limitReadInFlight,
-			rateDetail:     "A rider may read up to %d rides a minute. Retry after the time in Retry-After.",
-			inFlightDetail: "A rider may have up to %d reads in progress at once. Retry after the time in Retry-After.",
-			inFlight:       make(map[int64]int),
-		},
+		rides: newRiderBudget(limits.RiderRidesPerMinute, limits.RiderRideBurst, limits.RiderRidesInFlight,
+			limitRiderRate, "A rider may book up to %d rides a minute. Retry after the time in Retry-After, with the same Idempotency-Key.",
+			limitRiderInFlight, "A rider may have up to %d ride requests in progress at once. Retry after the time in Retry-After, with the same Idempotency-Key.",
+			true),
+		reads: newRiderBudget(limits.RiderReadsPerMinute, limits.RiderReadBurst, limits.RiderReadsInFlight,
+			limitReadRate, "A rider may read up to %d rides a minute. Retry after the time in Retry-After.",
+			limitReadInFlight, "A rider may have up to %d reads in progress at once. Retry after the time in Retry-After.",
+			false),
 		authFailures: newLimiterSet[netip.Prefix](perMinute(limits.AuthFailuresPerMinute), limits.AuthFailureBurst),
 		limitedLookups: rate.NewLimiter(rate.Limit(perMinute(limits.LimitedAddressLookupsPerMinute)),
 			max(1, limits.LimitedAddressLookupsPerMinute/60)),

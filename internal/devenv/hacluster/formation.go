@@ -211,7 +211,7 @@ func (f *Formation) Dir() string { return f.dir }
 // Stop stops the nodes and then the monitor, and removes a temporary directory.
 func (f *Formation) Stop(ctx context.Context) error {
 	var errs []error
-	for _, n := range []*node{f.nodeOrNil(1), f.nodeOrNil(0), f.monitor} {
+	for _, n := range []*node{f.nodes[1], f.nodes[0], f.monitor} {
 		if n != nil {
 			errs = append(errs, f.stopNode(ctx, n))
 		}
@@ -221,8 +221,6 @@ func (f *Formation) Stop(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
-
-func (f *Formation) nodeOrNil(i int) *node { return f.nodes[i] }
 
 // A temporary formation's directory, and the file in it that names the process that made it.
 const (
