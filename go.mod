@@ -13,7 +13,6 @@ require (
 	github.com/riverqueue/river/rivertype v0.51.1
 	github.com/stripe/stripe-go/v76 v76.25.0
 	go.yaml.in/yaml/v3 v3.0.5
-	golang.org/x/net v0.61.0
 	golang.org/x/time v0.16.0
 )
 

@@ -45,6 +45,9 @@ func run(ctx context.Context) error {
 	logger.InfoContext(ctx, "API: listening", slog.String("addr", listener.Addr().String()),
 		slog.Bool("simulate_errors", cfg.SimulateErrors))
 
-	server := api.NewServer(pool, executor, logger, api.Config{Limits: cfg.RateLimits, Metrics: metrics.NewAPI(reg), TrustedProxies: cfg.TrustedProxies})
-	return bootstrap.ServeHTTP(ctx, listener, server.Handler(), logger, server.AbortInFlight)
+	apiMetrics := metrics.NewAPI(reg)
+	guard := cfg.ConnGuard(apiMetrics.ShedConnection)
+	metrics.RegisterOpenConnections(reg, guard.Open)
+	server := api.NewServer(pool, executor, logger, api.Config{Limits: cfg.RateLimits, Metrics: apiMetrics, TrustedProxies: cfg.TrustedProxies})
+	return bootstrap.ServeHTTP(ctx, listener, server.Handler(), guard, logger, server.AbortInFlight)
 }

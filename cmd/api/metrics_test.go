@@ -69,6 +69,8 @@ func TestMetrics(t *testing.T) {
 		`rocketrides_ride_requests_total{outcome="payment_unavailable"}`:             0,
 		`rocketrides_stripe_requests_total{result="unreachable"}`:                    0,
 		`rocketrides_http_request_duration_seconds_bucket{route="/rides",le="+Inf"}`: 3,
+		`rocketrides_http_connections_shed_total{reason="oldest_at_cap"}`:            0,
+		`rocketrides_http_connections_shed_total{reason="refused"}`:                  0,
 	} {
 		got, ok := proctest.MetricValue(text, series)
 		switch {

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 
 	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/connguard"
 	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
 )
 
@@ -68,7 +69,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Release requests held by timeout faults as soon as shutdown starts, or draining would
 	// wait for them until the shutdown timeout.
 	context.AfterFunc(ctx, fake.Close)
-	err = bootstrap.ServeHTTP(ctx, listener, fake, logger, nil)
+	// Every client of the stand-in is one of this machine's API processes, each with as many
+	// connections as it has charges in flight: no cap per address.
+	guard := connguard.New(connguard.Limits{MaxConnsPerAddr: -1})
+	err = bootstrap.ServeHTTP(ctx, listener, fake, guard, logger, nil)
 	return errors.Join(err, fake.CloseJournal())
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/completer"
 	"github.com/rocketrides/rocketrides/enqueuer"
+	"github.com/rocketrides/rocketrides/internal/connguard"
 	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/phases"
 	"github.com/rocketrides/rocketrides/reaper"
@@ -48,6 +49,16 @@ type Config struct {
 	// API, as comma-separated addresses or CIDR prefixes, whose X-Forwarded-For the API believes
 	// to find a client's address; unset, the TCP peer is the client (see api.Config).
 	TrustedProxies []netip.Prefix
+
+	// MaxConnections (MAX_CONNECTIONS, default 4096, connguard.MaxConnsDefault) caps the API's
+	// open connections; at the cap, the one that has waited longest for a request is closed to
+	// make room (see internal/connguard).
+	MaxConnections int
+
+	// MaxConnectionsPerAddress (MAX_CONNECTIONS_PER_ADDRESS, default 100,
+	// connguard.MaxConnsPerAddrDefault) caps the API's connections from one client address,
+	// likewise; the TRUSTED_PROXIES are exempt.
+	MaxConnectionsPerAddress int
 
 	// Host (HOST, default unset) is the address the API listens on; unset, every address of
 	// the machine, as a Procfile's platform expects. A development stack sets 127.0.0.1, so that
@@ -137,6 +148,17 @@ type Config struct {
 	ReapAfter time.Duration
 }
 
+// ConnGuard returns the API server's guard of its connections, which tells shed of each one it
+// closes to make room.
+func (cfg *Config) ConnGuard(shed func(reason string)) *connguard.Guard {
+	return connguard.New(connguard.Limits{
+		MaxConns:        cfg.MaxConnections,
+		MaxConnsPerAddr: cfg.MaxConnectionsPerAddress,
+		TrustedProxies:  cfg.TrustedProxies,
+		Shed:            shed,
+	})
+}
+
 // LoadConfig reads the configuration through getenv (os.Getenv outside tests).
 func LoadConfig(getenv func(string) string) (*Config, error) {
 	cfg := &Config{
@@ -150,6 +172,9 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		SMTPURL:      getenv("SMTP_URL"),
 		Faults:       getenv("FAULTS"),
 		MailFrom:     cmp.Or(getenv("MAIL_FROM"), workers.MailFromDefault),
+
+		MaxConnections:           connguard.MaxConnsDefault,
+		MaxConnectionsPerAddress: connguard.MaxConnsPerAddrDefault,
 
 		StripeTimeout:        stripeclient.TimeoutDefault,
 		LockLease:            phases.LockLeaseDefault,
@@ -241,6 +266,8 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		}
 	}
 	parsePositive("WORKER_CONCURRENCY", &cfg.WorkerConcurrency)
+	parsePositive("MAX_CONNECTIONS", &cfg.MaxConnections)
+	parsePositive("MAX_CONNECTIONS_PER_ADDRESS", &cfg.MaxConnectionsPerAddress)
 	switch v := getenv("RATE_LIMITS"); v {
 	case "", "on":
 	case "off":

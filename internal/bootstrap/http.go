@@ -9,17 +9,19 @@ import (
 	"net/http"
 	"time"
 
-	"golang.org/x/net/netutil"
+	"github.com/rocketrides/rocketrides/internal/connguard"
 )
 
-// Server timeouts. ReadHeaderTimeout stops slow-loris clients; WriteTimeout must outlast the
-// longest request (a ride request waits up to its 45 s budget); ShutdownTimeout is what a
-// process manager's stop grace period usually allows.
+// Server timeouts. ReadHeaderTimeout bounds a new connection's wait for its request's headers,
+// and IdleTimeout a keep-alive connection's wait for its next request: neither is a long time
+// for a client with something to say, and each bounds what a silent one holds. WriteTimeout must
+// outlast the longest request (a ride request waits up to its 45 s budget); ShutdownTimeout is
+// what a process manager's stop grace period usually allows.
 const (
-	readHeaderTimeout = 5 * time.Second
+	readHeaderTimeout = 3 * time.Second
 	readTimeout       = 30 * time.Second
 	writeTimeout      = 60 * time.Second
-	idleTimeout       = 120 * time.Second
+	idleTimeout       = 30 * time.Second
 	ShutdownTimeout   = 10 * time.Second
 
 	// abortAfter is how long in-flight requests may run on after shutdown begins before their
@@ -31,24 +33,18 @@ const (
 	// well under 1 KiB (a bearer token, an idempotency key of at most 255 bytes); 32 KiB leaves
 	// room for whatever proxies add, and a client past it gets Go's 431.
 	MaxHeaderBytes = 32 << 10
-
-	// MaxConnections caps the connections a server holds open at once; more wait in the
-	// kernel's accept queue until one closes. Each costs a goroutine and buffers, so without a
-	// cap a flood of idle connections costs memory without bound. Clients reach the API through
-	// a load balancer or keep-alive connections of their own, so a thousand is far above need.
-	MaxConnections = 1000
 )
 
-// ServeHTTP serves handler on listener, with headers and connections bounded (MaxHeaderBytes,
-// MaxConnections), until ctx ends, then stops accepting connections and
-// lets in-flight requests finish, within ShutdownTimeout. Requests still running after
-// abortAfter are told to give up through abortInFlight (which may be nil): their work is
-// atomic phases, so giving up is safe, and a retry resumes where they stopped.
-func ServeHTTP(ctx context.Context, listener net.Listener, handler http.Handler, logger *slog.Logger, abortInFlight func()) error {
-	return serveHTTP(ctx, netutil.LimitListener(listener, MaxConnections), handler, logger, abortInFlight)
-}
-
-func serveHTTP(ctx context.Context, listener net.Listener, handler http.Handler, logger *slog.Logger, abortInFlight func()) error {
+// ServeHTTP serves handler on listener until ctx ends, with headers bounded (MaxHeaderBytes),
+// and connections bounded and requests held to strict HTTP/1.1 by guard (nil: one with
+// connguard's default limits); then it stops accepting connections and lets in-flight requests
+// finish, within ShutdownTimeout. Requests still running after abortAfter are told to give up
+// through abortInFlight (which may be nil): their work is atomic phases, so giving up is safe,
+// and a retry resumes where they stopped.
+func ServeHTTP(ctx context.Context, listener net.Listener, handler http.Handler, guard *connguard.Guard, logger *slog.Logger, abortInFlight func()) error {
+	if guard == nil {
+		guard = connguard.New(connguard.Limits{})
+	}
 	server := &http.Server{
 		Handler:           handler,
 		MaxHeaderBytes:    MaxHeaderBytes,
@@ -60,7 +56,7 @@ func serveHTTP(ctx context.Context, listener net.Listener, handler http.Handler,
 	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- server.Serve(listener) }()
+	go func() { errc <- guard.Serve(server, listener) }()
 
 	select {
 	case err := <-errc:

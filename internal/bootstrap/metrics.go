@@ -35,7 +35,7 @@ func ServeMetrics(ctx context.Context, cfg *Config, logger *slog.Logger, reg *pr
 	}
 	logger.InfoContext(ctx, "Metrics: serving", slog.String("url", "http://"+listener.Addr().String()+"/metrics"))
 	go func() {
-		if err := ServeHTTP(ctx, listener, metrics.Handler(reg, logger), logger, nil); err != nil {
+		if err := ServeHTTP(ctx, listener, metrics.Handler(reg, logger), nil, logger, nil); err != nil {
 			logger.ErrorContext(ctx, "Metrics: server failed", slog.String("error", err.Error()))
 		}
 	}()

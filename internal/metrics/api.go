@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rocketrides/rocketrides/internal/connguard"
+)
 
 // Ride request outcomes, the values of rocketrides_ride_requests_total's outcome label: how each
 // POST /rides ended, as the rider saw it.
@@ -39,7 +43,15 @@ type API struct {
 	// RateLimited counts requests refused by one of the API's limits, by limit: rider_rate,
 	// rider_in_flight, rider_read_rate, rider_reads_in_flight, auth_failures, in_flight (shed).
 	RateLimited *prometheus.CounterVec
+
+	// ConnectionsShed counts connections closed to make room at a connection cap, by reason
+	// (connguard.ShedOldestAtCap, ...).
+	ConnectionsShed *prometheus.CounterVec
 }
+
+// connectionShedReasons are the values of rocketrides_http_connections_shed_total's reason
+// label, each of whose series exists at 0 from the start.
+var connectionShedReasons = []string{connguard.ShedOldestAtCap, connguard.ShedOldestOfAddress, connguard.ShedRefused}
 
 // NewAPI returns the API's series, registered with reg (nil: unregistered).
 func NewAPI(reg prometheus.Registerer) *API {
@@ -60,6 +72,20 @@ func NewAPI(reg prometheus.Registerer) *API {
 			Help: "Requests refused by one of the API's limits, by limit.",
 		}, []string{"limit"}),
 	}
-	register(reg, m.HTTPRequests, m.HTTPRequestDuration, m.RideRequests, m.RateLimited)
+	m.ConnectionsShed = newCounterByLabel("http_connections_shed_total",
+		"Connections closed to make room at a connection cap, by reason.", "reason", connectionShedReasons...)
+	register(reg, m.HTTPRequests, m.HTTPRequestDuration, m.RideRequests, m.RateLimited, m.ConnectionsShed)
 	return m
+}
+
+// ShedConnection counts a connection closed to make room, for connguard.Limits.Shed.
+func (m *API) ShedConnection(reason string) { m.ConnectionsShed.WithLabelValues(reason).Inc() }
+
+// RegisterOpenConnections registers rocketrides_http_connections, the API's open connections,
+// read from open at each scrape.
+func RegisterOpenConnections(reg prometheus.Registerer, open func() int) {
+	register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "http_connections",
+		Help: "Connections the API holds open.",
+	}, func() float64 { return float64(open()) }))
 }

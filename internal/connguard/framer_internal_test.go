@@ -1,0 +1,117 @@
+package connguard
+
+import (
+	"errors"
+	"testing"
+)
+
+// keepAliveRequests are three requests sent on one connection: a body by length, a chunked one
+// with a trailer, and none. Their bodies hold bytes that would be errors in a header section.
+const keepAliveRequests = "" +
+	"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\nbare\n \r b" +
+	"POST /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n" +
+	"4;ext=1\r\nab\nc\r\n2 \r\n d\r\n0\r\nX-Trailer: t\r\n\r\n" +
+	"GET /c HTTP/1.1\r\nHost: x\r\nX-Folded-Look: a\tb\r\n\r\n"
+
+func TestFramer(t *testing.T) {
+	t.Parallel()
+
+	t.Run("FollowsRequestsInAnyPieces", func(t *testing.T) {
+		for _, piece := range []int{1, 2, 3, 7, len(keepAliveRequests)} {
+			var f framer
+			for rest := keepAliveRequests; rest != ""; {
+				n := min(piece, len(rest))
+				if valid, err := f.scan([]byte(rest[:n])); err != nil || valid != n {
+					t.Fatalf("pieces of %d: scan(%q) = %d, %v", piece, rest[:n], valid, err)
+				}
+				rest = rest[n:]
+			}
+			if f.state != inLine || f.lineNo != 0 || f.lineLen != 0 {
+				t.Fatalf("pieces of %d: want the framer at the start of a request, got state %d line %d", piece, f.state, f.lineNo)
+			}
+		}
+	})
+
+	t.Run("RefusesLinesThatAreNotCRLF", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, input, validPrefix string
+			want                     error
+		}{
+			{"BareLFInHeader", "GET / HTTP/1.1\r\nHost: x\nX: y\r\n\r\n", "GET / HTTP/1.1\r\nHost: x", ErrBareLF},
+			{"BareLFRequestLine", "GET / HTTP/1.1\nHost: x\r\n\r\n", "GET / HTTP/1.1", ErrBareLF},
+			{"BareLFEndsHeader", "GET / HTTP/1.1\r\nHost: x\r\n\n", "GET / HTTP/1.1\r\nHost: x\r\n", ErrBareLF},
+			{"BareCR", "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n", "GET / HTTP/1.1\r\nX: a\r", ErrBareCR},
+			{"ObsFoldSpace", "GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n", "GET / HTTP/1.1\r\nX: a\r\n", ErrObsFold},
+			{"ObsFoldTab", "GET / HTTP/1.1\r\nX: a\r\n\tb\r\n\r\n", "GET / HTTP/1.1\r\nX: a\r\n", ErrObsFold},
+			{"ObsFoldInTrailer", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: a\r\n b\r\n\r\n",
+				"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: a\r\n", ErrObsFold},
+			{"BareLFInChunkSize", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\na\r\n0\r\n\r\n",
+				"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1", ErrBareLF},
+			{"BareLFInTheNextRequest", "GET /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhiGET /b HTTP/1.1\nX: y\r\n\r\n",
+				"GET /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhiGET /b HTTP/1.1", ErrBareLF},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				var f framer
+				valid, err := f.scan([]byte(tc.input))
+				if !errors.Is(err, tc.want) || tc.input[:valid] != tc.validPrefix {
+					t.Fatalf("want %v after %q, got %v after %q", tc.want, tc.validPrefix, err, tc.input[:valid])
+				}
+				if _, err := f.scan([]byte("GET / HTTP/1.1\r\n\r\n")); !errors.Is(err, tc.want) {
+					t.Fatalf("want the error to stick, got %v", err)
+				}
+			})
+		}
+	})
+
+	t.Run("BothFramingHeadersAreAmbiguous", func(t *testing.T) {
+		var f framer
+		smuggled := "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /x HTTP/1.1\n\n"
+		if _, err := f.scan([]byte(smuggled)); err != nil || !f.ambiguous.Load() {
+			t.Fatalf("want an ambiguous request and no error past it, got ambiguous=%v, %v", f.ambiguous.Load(), err)
+		}
+	})
+
+	t.Run("StopsFollowingWhatTheServerRefuses", func(t *testing.T) {
+		for _, header := range []string{
+			"Transfer-Encoding: gzip\r\n",
+			"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+			"Content-Length: -1\r\n",
+			"Content-Length: 1\r\nContent-Length: 2\r\n",
+		} {
+			var f framer
+			if _, err := f.scan([]byte("POST / HTTP/1.1\r\n" + header + "\r\nGET / HTTP/1.1\n\n")); err != nil || f.state != notFollowed {
+				t.Fatalf("%q: want framing no longer followed and no error, got state %d, %v", header, f.state, err)
+			}
+		}
+	})
+}
+
+// FuzzFramer holds the framer to one answer however the server's reads cut the bytes: the same
+// error after the same bytes, or none and the same place.
+func FuzzFramer(f *testing.F) {
+	f.Add(keepAliveRequests, 5)
+	f.Add("GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n", 20)
+	f.Add("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n0123456789abcdef\r\n0\r\n\r\n", 50)
+	f.Fuzz(func(t *testing.T, input string, cut int) {
+		var whole, pieces framer
+		wantValid, wantErr := whole.scan([]byte(input))
+		if cut < 0 || cut > len(input) {
+			cut = len(input) / 2
+		}
+		valid, err := pieces.scan([]byte(input[:cut]))
+		if err == nil {
+			var rest int
+			rest, err = pieces.scan([]byte(input[cut:]))
+			valid = cut + rest
+		}
+		if !errors.Is(err, wantErr) || (err != nil && valid != wantValid) {
+			t.Fatalf("cut at %d: want %d, %v; got %d, %v", cut, wantValid, wantErr, valid, err)
+		}
+		if wantErr == nil && (whole.state != pieces.state || whole.remaining != pieces.remaining || whole.ambiguous.Load() != pieces.ambiguous.Load()) {
+			t.Fatalf("cut at %d: the framers disagree on where they are", cut)
+		}
+		if len(whole.line) > maxLineKept {
+			t.Fatalf("kept %d bytes of a line, past the bound of %d", len(whole.line), maxLineKept)
+		}
+	})
+}
