@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -38,9 +37,9 @@ func run(ctx context.Context) error {
 		return err
 	}
 
-	listener, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	listener, err := bootstrap.Listen("PORT", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
-		return fmt.Errorf("error listening on port %d: %w", cfg.Port, err)
+		return err
 	}
 	logger.InfoContext(ctx, "API: listening", slog.String("addr", listener.Addr().String()),
 		slog.Bool("simulate_errors", cfg.SimulateErrors))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,4 +48,23 @@ func TestRefusesToStartWithoutADatabase(t *testing.T) {
 			t.Fatalf("want a non-zero exit naming STRIPE_API_KEY, got %d: %s", code, errOut)
 		}
 	})
+}
+
+// TestPortInUse: an API started where another process listens exits with one line that names
+// the setting to change, PORT or METRICS_ADDR, rather than a line buried among others'.
+func TestPortInUse(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	port := strings.TrimPrefix(s.base, "http://127.0.0.1:")
+	env := []string{"DATABASE_URL=" + s.databaseURL, "STRIPE_API_KEY=sk_test_x", "STRIPE_API_URL=" + s.stripeURL}
+	for setting, extra := range map[string][]string{
+		"PORT":         {"PORT=" + port},
+		"METRICS_ADDR": {"PORT=" + strconv.Itoa(proctest.FreePort(t)), "METRICS_ADDR=127.0.0.1:" + port},
+	} {
+		_, errOut, code := proctest.Run(t, proctest.Build(t, "api"), append(env, extra...))
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		if code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "is in use by another process: set "+setting+" to a free port") {
+			t.Errorf("want exit 1 with one line naming %s, got %d: %s", setting, code, errOut)
+		}
+	}
 }

@@ -2,9 +2,7 @@ package bootstrap
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"net"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,9 +27,9 @@ func ServeMetrics(ctx context.Context, cfg *Config, logger *slog.Logger, reg *pr
 	if cfg.MetricsAddr == "" {
 		return nil
 	}
-	listener, err := net.Listen("tcp", cfg.MetricsAddr)
+	listener, err := Listen("METRICS_ADDR", cfg.MetricsAddr)
 	if err != nil {
-		return fmt.Errorf("error listening for metrics on METRICS_ADDR %q: %w", cfg.MetricsAddr, err)
+		return err
 	}
 	logger.InfoContext(ctx, "Metrics: serving", slog.String("url", "http://"+listener.Addr().String()+"/metrics"))
 	go func() {
