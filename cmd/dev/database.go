@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -145,60 +144,52 @@ func startCluster(ctx context.Context, dir string, port int, dbName string, logf
 	return cluster, cluster.URL(dbName), nil
 }
 
-// dbOnlyURLDefault is the database -db-only serves when DATABASE_URL is unset, the one
-// .env.example names. Its port is one above Postgres's own, which a Postgres installed on the
-// machine may already hold.
-const dbOnlyURLDefault = "postgres://postgres@localhost:5433/rocketrides?sslmode=disable"
-
-// dbOnlyTarget reads the database -db-only is to serve from databaseURL (DATABASE_URL, empty
-// for the default): a Procfile manager's processes connect to the URL in .env, so -db-only
-// listens where it says. It runs a database of its own on this machine, so the URL must name
-// localhost and the cluster's user, postgres.
+// dbOnlyTarget reads the database -db-only is to serve from databaseURL (DATABASE_URL; empty,
+// the one .env gets from port): a Procfile manager's processes connect to the URL in .env, so
+// -db-only listens where it says. It runs a database of its own on this machine, so the URL must
+// name localhost and the cluster's user, postgres.
 //
 // With ha, the URL is the formation's multi-host one, and port is the monitor's, one below the
 // first node's.
-func dbOnlyTarget(databaseURL string, ha bool) (port int, dbName string, err error) {
-	if ha {
-		return haTarget(cmp.Or(databaseURL, haURLDefault))
-	}
+func dbOnlyTarget(databaseURL string, port int, ha bool) (listen int, dbName string, err error) {
+	example := procfileDatabaseURL(port, ha)
 	if databaseURL == "" {
-		databaseURL = dbOnlyURLDefault
+		databaseURL = example
+	}
+	if ha {
+		return haTarget(databaseURL, example)
 	}
 	u, err := url.Parse(databaseURL)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return 0, "", fmt.Errorf("DATABASE_URL %q is not a postgres:// URL", databaseURL)
 	}
 	if host := u.Hostname(); host != "localhost" && host != "127.0.0.1" {
-		return 0, "", fmt.Errorf("DATABASE_URL names host %q: -db-only runs a database on this machine, so it must name localhost, as in %s", host, dbOnlyURLDefault)
+		return 0, "", fmt.Errorf("DATABASE_URL names host %q: -db-only runs a database on this machine, so it must name localhost, as in %s", host, example)
 	}
 	if user := u.User.Username(); user != "postgres" {
-		return 0, "", fmt.Errorf("DATABASE_URL names user %q: -db-only's database has the one user postgres, as in %s", user, dbOnlyURLDefault)
+		return 0, "", fmt.Errorf("DATABASE_URL names user %q: -db-only's database has the one user postgres, as in %s", user, example)
 	}
-	port = 5432 // libpq's default, for a URL that names none
+	listen = 5432 // libpq's default, for a URL that names none
 	if p := u.Port(); p != "" {
-		if port, err = strconv.Atoi(p); err != nil || port < 1 || port > 65535 {
+		if listen, err = strconv.Atoi(p); err != nil || listen < 1 || listen > 65535 {
 			return 0, "", fmt.Errorf("DATABASE_URL names port %q, not a port number", p)
 		}
 	}
 	dbName = strings.TrimPrefix(u.Path, "/")
 	if dbName == "" {
-		return 0, "", fmt.Errorf("DATABASE_URL names no database: end it with /%s, as in %s", databaseName, dbOnlyURLDefault)
+		return 0, "", fmt.Errorf("DATABASE_URL names no database: end it with /%s, as in %s", databaseName, example)
 	}
-	return port, dbName, nil
+	return listen, dbName, nil
 }
 
-// haURLDefault is the formation -db-only -ha serves when DATABASE_URL is unset: its two nodes on
-// the ports after the monitor's 26000, whichever of them is primary.
-const haURLDefault = "postgres://postgres@127.0.0.1:26001,127.0.0.1:26002/rocketrides?target_session_attrs=read-write&sslmode=disable"
-
 // haTarget reads the monitor's port and the database's name from a formation's URL.
-func haTarget(databaseURL string) (port int, dbName string, err error) {
+func haTarget(databaseURL, example string) (port int, dbName string, err error) {
 	config, err := pgconn.ParseConfig(databaseURL)
 	if err != nil {
 		return 0, "", fmt.Errorf("DATABASE_URL is not a postgres:// URL: %w", err)
 	}
 	if len(config.Fallbacks) != 1 || config.Fallbacks[0].Port != config.Port+1 {
-		return 0, "", fmt.Errorf("DATABASE_URL must name the formation's two nodes on consecutive ports, as in %s", haURLDefault)
+		return 0, "", fmt.Errorf("DATABASE_URL must name the formation's two nodes on consecutive ports, as in %s", example)
 	}
 	return int(config.Port) - 1, config.Database, nil
 }

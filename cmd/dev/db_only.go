@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
+	"syscall"
 
 	"github.com/rocketrides/rocketrides/migrations"
 )
@@ -11,10 +15,13 @@ import (
 // runDatabaseOnly is dev -db-only: PostgreSQL alone, migrated and kept in dir, for the processes
 // that a Procfile manager runs. It listens where databaseURL (DATABASE_URL, .env's under
 // `foreman run`) says, so that .env names one database for every command, and runs until ctx
-// ends.
-func runDatabaseOnly(ctx context.Context, dir stateDir, databaseURL string, ha bool, stdout io.Writer, logf func(string, ...any)) error {
-	port, dbName, err := dbOnlyTarget(databaseURL, ha)
+// ends. DATABASE_URL unset, it listens where .env's would say, from basePort (PORT).
+func runDatabaseOnly(ctx context.Context, dir stateDir, databaseURL string, basePort int, ha bool, stdout io.Writer, logf func(string, ...any)) error {
+	port, dbName, err := dbOnlyTarget(databaseURL, basePort, ha)
 	if err != nil {
+		return err
+	}
+	if err := portsFree(port, ha); err != nil {
 		return err
 	}
 	if err := dir.check(); err != nil {
@@ -49,5 +56,25 @@ shell, export DATABASE_URL='%[2]s'. Ctrl-C stops it, and the data stays for the 
 `, where, url)
 	<-ctx.Done()
 	logf("Stopping")
+	return nil
+}
+
+// portsFree fails with one line naming what to change if another process holds the database's
+// port (with ha, the monitor's or a node's, port and the two after it).
+func portsFree(port int, ha bool) error {
+	ports := []int{port}
+	if ha {
+		ports = []int{port, port + 1, port + 2}
+	}
+	for _, p := range ports {
+		l, err := net.Listen("tcp", net.JoinHostPort("localhost", strconv.Itoa(p)))
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("DATABASE_URL: port %d is in use by another process: move every port with PORT (PORT=6004 bin/dev -env > .env), or name other ports in DATABASE_URL", p)
+		}
+		if err != nil {
+			return fmt.Errorf("error checking port %d: %w", p, err)
+		}
+		l.Close()
+	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,11 +13,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
 // TestDevDatabaseOnly runs dev -db-only as the README's Procfile steps do, under `foreman run`:
-// with .env's DATABASE_URL (and its PORT, the API's, which -db-only leaves alone). It must print
+// with .env's DATABASE_URL (and its PORT, which counts only when DATABASE_URL is unset). It must print
 // that URL, serve a migrated database there, stop on Ctrl-C leaving none of its processes, and
 // find its data again on the next run.
 func TestDevDatabaseOnly(t *testing.T) {
@@ -61,6 +63,35 @@ func TestDevDatabaseOnly(t *testing.T) {
 	}
 }
 
+// TestPortInUse: dev, and dev -db-only, started where another process listens exit at once
+// with one line that names the setting to change.
+func TestPortInUse(t *testing.T) {
+	t.Parallel()
+	dev := proctest.Build(t, "dev")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"Dev", []string{fmt.Sprintf("PORT=%d", port)}, nil, "is in use by another process: set PORT to a free port"},
+		{"DBOnly", []string{fmt.Sprintf("DATABASE_URL=postgres://postgres@localhost:%d/rocketrides", port)},
+			[]string{"-db-only", "-data-dir", t.TempDir()}, fmt.Sprintf("DATABASE_URL: port %d is in use by another process: move every port with PORT", port)},
+	} {
+		_, errOut, code := proctest.Run(t, dev, c.env, c.args...)
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		if code == 0 || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+			t.Errorf("%s: want exit 1 with one line saying %q, got %d: %s", c.name, c.want, code, errOut)
+		}
+	}
+}
+
 func TestDBOnlyTarget(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -69,7 +100,7 @@ func TestDBOnlyTarget(t *testing.T) {
 		dbName    string
 		err       string
 	}{
-		{"UnsetIsEnvExamples", "", 5433, "rocketrides", ""},
+		{"UnsetIsEnvExamples", "", 5605, "rocketrides", ""},
 		{"PortAndName", "postgres://postgres@localhost:6000/other?sslmode=disable", 6000, "other", ""},
 		{"NoPortIsPostgressOwn", "postgresql://postgres@127.0.0.1/rocketrides", 5432, "rocketrides", ""},
 		{"AnotherHost", "postgres://postgres@db.example.com:5432/rocketrides", 0, "", `names host "db.example.com"`},
@@ -79,7 +110,7 @@ func TestDBOnlyTarget(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			port, dbName, err := dbOnlyTarget(c.url, false)
+			port, dbName, err := dbOnlyTarget(c.url, api.PortDefault, false)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("want an error saying %q, got %v", c.err, err)

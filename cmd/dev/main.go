@@ -38,17 +38,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	dataDir := flags.String("data-dir", "", "keep them in this directory between runs (implies -persist): the database in DIR/"+postgresSubdir+", the stand-in's in DIR/"+stripeJournalFile)
 	ha := flags.Bool("ha", false, "run PostgreSQL highly available: a pg_auto_failover monitor, a primary and its synchronous standby on loopback, "+
 		"every process given their multi-host DATABASE_URL (needs Debian's postgresql-15-auto-failover and pg-auto-failover-cli)")
-	dbOnly := flags.Bool("db-only", false, "run only PostgreSQL, migrated and kept in "+persistDirDefault+" (or -data-dir), where DATABASE_URL says (default "+dbOnlyURLDefault+")")
+	dbOnly := flags.Bool("db-only", false, "run only PostgreSQL, migrated and kept in "+persistDirDefault+" (or -data-dir), where DATABASE_URL says (unset: PORT+601, as -env writes it)")
+	printEnv := flags.Bool("env", false, "print the Procfile path's .env, every port from PORT (with -ha, the formation's DATABASE_URL)")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
 	port := api.PortDefault
-	if v := getenv("PORT"); v != "" && !*dbOnly {
+	if v := getenv("PORT"); v != "" {
 		p, err := strconv.Atoi(v)
-		if err != nil || p < 1 || p > 65535 {
-			return fmt.Errorf("PORT must be a port number, not %q", v)
+		if err != nil || p < 1 || p > 65535-procfileStripeOffset {
+			return fmt.Errorf("PORT must be a port number up to %d, not %q", 65535-procfileStripeOffset, v)
 		}
 		port = p
+	}
+	if *printEnv {
+		return writeProcfileEnv(stdout, port, *ha)
 	}
 
 	root, err := supervisor.ModuleRoot()
@@ -71,11 +75,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		state = stateDir(filepath.Join(root, persistDirDefault))
 	}
 	if *dbOnly {
-		return runDatabaseOnly(ctx, state, getenv("DATABASE_URL"), *ha, stdout, logf)
+		return runDatabaseOnly(ctx, state, getenv("DATABASE_URL"), port, *ha, stdout, logf)
 	}
 	if err := state.check(); err != nil {
 		return err
 	}
+	// The one port of the stack that is not a free one: fail at once, before the build, if
+	// another process has it.
+	probe, err := bootstrap.Listen("PORT", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	probe.Close()
 
 	binDir, err := os.MkdirTemp("", "rocketrides-dev-bin")
 	if err != nil {

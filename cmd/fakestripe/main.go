@@ -2,8 +2,11 @@
 // Rocket Rides' processes and tests in other processes (a chaos test) can share one Stripe. Point
 // stripe-go at the URL it prints; drive its faults through the control API under /_fakestripe/.
 //
-//	PORT=12111 go run ./cmd/fakestripe        # or: go run ./cmd/fakestripe -addr 127.0.0.1:0
-//	go run ./cmd/fakestripe -journal .data/fakestripe.jsonl
+//	go run ./cmd/fakestripe                   # on 127.0.0.1:12111; or -addr 127.0.0.1:0
+//	foreman run bin/fakestripe -journal .data/fakestripe.jsonl   # where .env's STRIPE_API_URL says
+//
+// It listens on -addr if given; else where STRIPE_API_URL says, which is where the processes
+// that share its environment look for it; else on PORT; else on stripe-mock's 12111.
 //
 // Its customers and charges live in memory unless -journal names a file to keep them in, which a
 // database kept between runs needs: the riders it holds are the stand-in's customers.
@@ -17,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 
@@ -41,13 +45,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	port := getenv("PORT") // LoadConfig checked it; its default is the API's port, not ours
-	if port == "" {
-		port = defaultPort
+	setting, defaultAddr, err := listenAddr(getenv)
+	if err != nil {
+		return err
 	}
 	flags := flag.NewFlagSet("fakestripe", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	addr := flags.String("addr", "127.0.0.1:"+port, "address to listen on; overrides PORT")
+	addr := flags.String("addr", defaultAddr, "address to listen on; overrides STRIPE_API_URL and PORT")
 	journalPath := flags.String("journal", "", "keep customers, charges and idempotent results in this file, and read back what it holds (default: in memory only)")
 	if err := flags.Parse(args); err != nil {
 		return fmt.Errorf("error parsing flags: %w", err)
@@ -58,9 +62,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	listener, err := net.Listen("tcp", *addr)
+	flags.Visit(func(f *flag.Flag) {
+		if f.Name == "addr" {
+			setting = "-addr"
+		}
+	})
+	listener, err := bootstrap.Listen(setting, *addr)
 	if err != nil {
-		return errors.Join(fmt.Errorf("error listening: %w", err), fake.CloseJournal())
+		return errors.Join(err, fake.CloseJournal())
 	}
 	url := "http://" + listener.Addr().String()
 	fmt.Fprintln(stdout, url)
@@ -85,4 +94,20 @@ func newServer(journalPath string, opts fakestripe.Options) (*fakestripe.Server,
 		return nil, fmt.Errorf("error creating the journal's directory: %w", err)
 	}
 	return fakestripe.Open(journalPath, opts)
+}
+
+// listenAddr returns where the stand-in listens unless -addr says, and the variable that said
+// so: STRIPE_API_URL's host and port, PORT on loopback, or loopback's defaultPort.
+func listenAddr(getenv func(string) string) (setting, addr string, err error) {
+	if v := getenv("STRIPE_API_URL"); v != "" {
+		u, err := url.Parse(v)
+		if err != nil || u.Scheme != "http" || u.Port() == "" {
+			return "", "", &bootstrap.UsageError{Err: fmt.Errorf("STRIPE_API_URL %q: the stand-in serves plain http on a port the URL names, as in http://127.0.0.1:%s", v, defaultPort)}
+		}
+		return "STRIPE_API_URL", u.Host, nil
+	}
+	if port := getenv("PORT"); port != "" { // LoadConfig checked it
+		return "PORT", net.JoinHostPort("127.0.0.1", port), nil
+	}
+	return "-addr", net.JoinHostPort("127.0.0.1", defaultPort), nil
 }

@@ -6,15 +6,16 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// Ports that FreePort draws from: from lowestPort up to just below the kernel's ephemeral range,
+// Ports that FreePort draws from: from LowestFreePort up to just below the kernel's ephemeral range,
 // which it reads from ephemeralRangeFile (Linux), or else assumes starts at
 // ephemeralStartDefault (Linux's default; macOS and the BSDs start higher).
 const (
-	lowestPort            = 20000
+	LowestFreePort        = 20000
 	ephemeralStartDefault = 32768
 	ephemeralRangeFile    = "/proc/sys/net/ipv4/ip_local_port_range"
 )
@@ -27,21 +28,39 @@ const (
 // would then exit for want of its port). So the port is drawn at random below that range, where
 // the kernel never hands one out.
 func FreePort() (int, error) {
-	highest := ephemeralStart() - 1
-	if highest-lowestPort < 1000 { // a range configured to start low: use it as it is
+	return FreePortBlock(0)
+}
+
+// FreePortBlock returns a port such that it and each port at one of offsets above it were free a
+// moment ago, drawn as FreePort draws: for a stack whose ports all follow one setting, as the
+// Procfile's follow PORT.
+func FreePortBlock(offsets ...int) (int, error) {
+	highest := ephemeralStart() - 1 - slices.Max(append(offsets, 0))
+	if highest-LowestFreePort < 1000 && len(offsets) == 0 { // a range configured to start low: use it as it is
 		return kernelPort()
 	}
 	var err error
 	for range 100 {
-		port := lowestPort + rand.IntN(highest-lowestPort+1)
-		var l net.Listener
-		// On all addresses, as the processes listen: a listener on any one of them would
-		// make theirs fail.
-		if l, err = net.Listen("tcp", ":"+strconv.Itoa(port)); err == nil {
-			return port, l.Close()
+		base := LowestFreePort + rand.IntN(max(highest-LowestFreePort+1, 1))
+		if err = allFree(base, offsets); err == nil {
+			return base, nil
 		}
 	}
 	return 0, fmt.Errorf("error finding a free port: %w", err)
+}
+
+// allFree reports whether base and each port at one of offsets above it can be listened on,
+// on all addresses, as the processes listen: a listener on any one of them would make theirs
+// fail.
+func allFree(base int, offsets []int) error {
+	for _, offset := range append([]int{0}, offsets...) {
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(base+offset))
+		if err != nil {
+			return err
+		}
+		l.Close()
+	}
+	return nil
 }
 
 // ephemeralStart returns the first port of the kernel's ephemeral range.

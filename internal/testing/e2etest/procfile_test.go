@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/client"
 	"github.com/rocketrides/rocketrides/internal/devenv/race"
+	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 )
@@ -36,17 +35,18 @@ var procfileProcesses = []string{"api", "worker", "enqueuer", "completer", "reap
 const apiMetricsPortOffset = 50
 
 // TestProcfile follows the README's Procfile steps as written, in a copy of the repository, with
-// a real Procfile manager: the build step, .env from .env.example (edited to give this test ports
-// of its own and its mail server, which tests running at once need), the database that dev
-// -db-only runs where .env says, the migration, the Stripe stand-in and the manager. It checks
-// that every process runs from the binaries the build step made (or, for Procfile.dev, built on
-// start), books a ride and waits for its receipt and the simulator's rides, reads every
-// process's /metrics on the port the Procfile gives it while all run, stops the manager and
-// checks that every process exited 0 within the grace period .foreman sets, that nothing was
-// killed, that the manager exited 0, and that no process, lock or running job is left; then it stops the database as the
-// README says, with kill, and checks that none of its processes is left either. The managers
-// must be installed, so it runs under the procfile build tag:
-// `go test -tags procfile -run TestProcfile ./internal/testing/e2etest` (.ci/run installs them and runs it).
+// a real Procfile manager: the build step; .env from dev -env with a PORT of this test's own,
+// which moves every other port, as tests running at once need (its mail server edited in); the
+// database that dev -db-only runs where .env says; the migration; the Stripe stand-in where .env
+// says; the manager. It checks that every process runs from the binaries the build step made (or,
+// for Procfile.dev, built on start), books a ride and waits for its receipt and the simulator's
+// rides, reads every process's /metrics on the port the Procfile gives it while all run, stops
+// the manager and checks that every process exited 0 within the grace period .foreman sets, that
+// nothing was killed, that the manager exited 0, and that no process, lock or running job is
+// left; then it stops the background jobs as the README says, with kill, and checks that none of
+// the database's processes is left either. The managers must be installed, so it runs under the
+// procfile build tag: `go test -tags procfile -run TestProcfile ./internal/testing/e2etest`
+// (.ci/run installs them and runs it).
 func TestProcfile(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.Abs("../../..")
@@ -117,14 +117,14 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 			t.Fatal(err)
 		}
 	}
-	databaseURL := fmt.Sprintf("postgres://postgres@localhost:%d/rocketrides?sslmode=disable", proctest.FreePort(t))
 	mail := smtptest.NewServer(t, smtptest.Options{})
 	port := freePortBlock(t)
-	apiURL := fmt.Sprintf("http://127.0.0.1:%d", port)
 	// A shell's environment: nothing of this test's own, but Go's settings for Procfile.dev's builds.
 	shellEnv := goEnv()
+	// What .env says once written, every port from the one PORT of this test's own.
+	var env map[string]string
 
-	var manager, database *proctest.Process
+	var manager, database, stripe *proctest.Process
 	for _, line := range steps {
 		fields := strings.Fields(line)
 		background := strings.HasSuffix(line, "&")
@@ -137,39 +137,45 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 			args := append(fields[1:], run.startArgs...)
 			manager = proctest.StartIn(t, app, run.manager, shellEnv, args...)
 			killGroupOnFailure(t, manager)
-		case background && strings.HasPrefix(command, "bin/fakestripe "):
-			// With the README's flags, on a port of its own rather than the fixed one, which
-			// tests running at once would share.
-			args := append(strings.Fields(command)[1:], "-addr", "127.0.0.1:0")
-			stripe := proctest.StartIn(t, app, filepath.Join(app, "bin", "fakestripe"), nil, args...)
-			stripeURL := strings.TrimSpace(proctest.WaitOutput(t, stripe, "http://", 10*time.Second))
-			editEnvFile(t, filepath.Join(app, ".env"), map[string]string{"STRIPE_API_URL": stripeURL})
+		case background && strings.Contains(command, " bin/fakestripe "):
+			// A background job like the database's: the stand-in listens where .env says.
+			stripe = proctest.StartIn(t, app, "sh", shellEnv, "-c", command)
+			killGroupOnFailure(t, stripe)
+			if got := strings.TrimSpace(proctest.WaitOutput(t, stripe, "http://", 30*time.Second)); got != env["STRIPE_API_URL"] {
+				t.Fatalf("want the stand-in at %s, as .env says, got %q", env["STRIPE_API_URL"], got)
+			}
 		case background && strings.Contains(command, " ./cmd/dev -db-only"):
 			// As a shell runs a background job: in a process group of its own, which kill %N
 			// signals. It serves the database where .env says, and says so once it is ready.
 			database = proctest.StartIn(t, app, "sh", shellEnv, "-c", command)
 			killGroupOnFailure(t, database)
-			if got := proctest.WaitOutput(t, database, "DATABASE_URL=", 3*time.Minute); got != "DATABASE_URL="+databaseURL {
-				t.Fatalf("want -db-only to print DATABASE_URL=%s, as .env says, got %q", databaseURL, got)
+			if got := proctest.WaitOutput(t, database, "DATABASE_URL=", 3*time.Minute); got != "DATABASE_URL="+env["DATABASE_URL"] {
+				t.Fatalf("want -db-only to print DATABASE_URL=%s, as .env says, got %q", env["DATABASE_URL"], got)
 			}
 		case background:
 			t.Fatalf("the README's Procfile steps start %q, which this test does not know", line)
+		case strings.HasPrefix(command, "bin/dev -env > .env"):
+			// With a PORT of this test's own, as tests running at once need: every other port
+			// follows it. And this test's mail server.
+			runStep(t, app, append(shellEnv, "PORT="+strconv.Itoa(port)), command)
+			editEnvFile(t, filepath.Join(app, ".env"), map[string]string{"SMTP_URL": mail.URL()})
+			env = map[string]string{}
+			for _, kv := range readEnvFile(t, filepath.Join(app, ".env")) {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = v
+			}
+			if env["PORT"] != strconv.Itoa(port) {
+				t.Fatalf("want .env's PORT=%d, got %q", port, env["PORT"])
+			}
 		default:
 			runStep(t, app, shellEnv, command)
-			if line == "cp .env.example .env" {
-				// Ports of this test's own, as tests running at once need, and its mail server.
-				editEnvFile(t, filepath.Join(app, ".env"), map[string]string{
-					"DATABASE_URL": databaseURL,
-					"SMTP_URL":     mail.URL(),
-					"PORT":         strconv.Itoa(port),
-					"API_URL":      apiURL,
-				})
-			}
 		}
 	}
-	if manager == nil || database == nil {
-		t.Fatal("the README's Procfile steps never run foreman start, or dev -db-only")
+	if manager == nil || database == nil || stripe == nil || env == nil {
+		t.Fatal("the README's Procfile steps never write .env with dev -env, or never run foreman start, dev -db-only or the stand-in")
 	}
+	apiURL := env["API_URL"]
+	databaseURL := env["DATABASE_URL"]
 	proctest.WaitHTTP(t, manager, apiURL+"/readyz", 3*time.Minute) // Procfile.dev compiles first
 
 	// Every process runs from the binaries in binDir: the Procfile's from the build step's, and no
@@ -259,6 +265,10 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 	}
 	conn.Close(ctx)
 	stopDatabase(t, database)
+	if err := stripe.SignalGroup(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stripe.Wait(t, 15*time.Second) // kill, as the README says, ends the job; the Wait fails the test if it runs on
 }
 
 // killGroupOnFailure ends p's whole process group, which proctest made for it, should the test
@@ -509,31 +519,20 @@ func readEnvFile(t *testing.T, path string) []string {
 	return env
 }
 
-// freePortBlock returns a base PORT for the Procfile such that every port its processes listen
-// on (the API's, its metrics', and each background process's) was free a moment ago.
+// freePortBlock returns a base PORT for the Procfile such that every port that follows it (the
+// API's, its metrics', each background process's, the database's and the stand-in's) was free a
+// moment ago.
 func freePortBlock(t *testing.T) int {
 	t.Helper()
-	offsets := []int{0, apiMetricsPortOffset}
+	offsets := []int{apiMetricsPortOffset, 601, 700}
 	for i := 1; i < len(procfileProcesses); i++ {
 		offsets = append(offsets, 100*i)
 	}
-	for range 100 {
-		base := 10000 + rand.IntN(50000)
-		free := true
-		for _, offset := range offsets {
-			l, err := net.Listen("tcp", fmt.Sprintf(":%d", base+offset))
-			if err != nil {
-				free = false
-				break
-			}
-			l.Close()
-		}
-		if free {
-			return base
-		}
+	base, err := supervisor.FreePortBlock(offsets...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("found no block of free ports for the Procfile")
-	return 0
+	return base
 }
 
 // waitProcesses waits until the manager's processes are exactly the Procfile's, each running its
