@@ -9,7 +9,7 @@ import (
 	"github.com/rocketrides/rocketrides/client"
 )
 
-// TestClientDefaultBaseURL holds the client tools' default address (cmd/rides, cmd/bench) to
+// TestClientDefaultBaseURL holds the client tools' default address (cmd/rides, lab/bench) to
 // the port the API listens on when PORT is unset, so that a change to one cannot leave the other
 // behind.
 func TestClientDefaultBaseURL(t *testing.T) {

@@ -10,10 +10,10 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/rocketrides/rocketrides/api/resource"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/phases/resource"
 )
 
 // createRide is POST /rides: book a ride and charge for it, exactly once per Idempotency-Key.

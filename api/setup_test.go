@@ -11,14 +11,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rocketrides/rocketrides/internal/requestid"
+
 	"github.com/rocketrides/rocketrides/api"
-	"github.com/rocketrides/rocketrides/api/resource"
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/phases/resource"
 )
 
 type testBundle struct {
@@ -63,7 +64,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	}
 	// The processes' own logger, so that the tests see the lines an operator would.
 	logs := &logBuffer{}
-	logger := bootstrap.NewLogger(logs, &bootstrap.Config{LogFormat: "json", LogLevel: slog.LevelInfo})
+	logger := slog.New(requestid.NewLogHandler(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	executor := phases.New(b.Pool, sc, logger, phases.Config{SimulateErrors: opts.simulateErrors})
 	limits := api.Limits{Off: true}
 	if opts.limits != nil {

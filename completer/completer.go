@@ -20,7 +20,6 @@ import (
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
-	"github.com/rocketrides/rocketrides/reaper"
 )
 
 // Config tunes the completer. The zero value of each field means its default.
@@ -38,7 +37,7 @@ type Config struct {
 	// for a human. Were the reaper to delete a key while its run here was about to start, the
 	// run's first phase would find no key and start the request afresh under a new one: a
 	// second ride, and a second charge. Keeping the two apart in time rules that out. Default
-	// reaper.ReapAfterDefault.
+	// models.IdempotencyKeyRetention, the reaper's default.
 	ReapAfter time.Duration
 
 	// IdleFor is how long a key must not have been run before it is taken on. Default
@@ -79,7 +78,7 @@ const ReapMargin = time.Hour
 func (c Config) withDefaults() Config {
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
 	c.MinAge = cmp.Or(c.MinAge, MinAgeDefault)
-	c.ReapAfter = cmp.Or(c.ReapAfter, reaper.ReapAfterDefault)
+	c.ReapAfter = cmp.Or(c.ReapAfter, models.IdempotencyKeyRetention)
 	c.IdleFor = cmp.Or(c.IdleFor, IdleForDefault)
 	c.Interval = cmp.Or(c.Interval, IntervalDefault)
 	if c.Metrics == nil {

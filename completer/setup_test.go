@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 type testBundle struct {

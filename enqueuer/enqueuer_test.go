@@ -14,9 +14,9 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/rocketrides/rocketrides/enqueuer"
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 func TestRunOnce(t *testing.T) {

@@ -15,10 +15,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/rocketrides/rocketrides/enqueuer"
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // testJobName is the kind of the jobs the tests stage, unless they stage receipts.

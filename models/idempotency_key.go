@@ -23,6 +23,11 @@ const (
 	RecoveryPointFinished      RecoveryPoint = "finished"
 )
 
+// IdempotencyKeyRetention is how long a key is kept before the reaper deletes it (the reaper's
+// and the completer's default): long enough that a bug shipped on a Friday can be fixed on
+// Monday and the completer still finds the requests it broke.
+const IdempotencyKeyRetention = 72 * time.Hour
+
 // IdempotencyKey is the bookkeeping of one client request: what was asked, how far the server
 // got, who is working on it right now, and, once finished, the response to replay.
 type IdempotencyKey struct {

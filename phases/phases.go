@@ -32,6 +32,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stripe/stripe-go/v76/client"
 
@@ -100,9 +102,15 @@ func (c Config) WithDefaults() Config {
 	c.ConflictRetryBudget = cmp.Or(c.ConflictRetryBudget, ConflictRetryBudgetDefault)
 	c.PhaseTimeout = cmp.Or(c.PhaseTimeout, PhaseTimeoutDefault)
 	if c.Metrics == nil {
-		c.Metrics = metrics.NewPhases(nil)
+		c.Metrics = NewMetrics(nil)
 	}
 	return c
+}
+
+// NewMetrics returns the executor's series (Config.Metrics), registered with reg (nil:
+// unregistered), labelled by the recovery points an atomic phase starts from.
+func NewMetrics(reg prometheus.Registerer) *metrics.Phases {
+	return metrics.NewPhases(reg, string(models.RecoveryPointStarted), string(models.RecoveryPointRideCreated), string(models.RecoveryPointChargeCreated))
 }
 
 // StripeKeyMemory is how long Stripe keeps an idempotency key and replays its first answer.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketrides/rocketrides/api/resource"
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/phases/resource"
 )
 
 type testBundle struct {

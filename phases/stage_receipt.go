@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/rocketrides/rocketrides/api/resource"
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
+	"github.com/rocketrides/rocketrides/phases/resource"
 )
 
 // stageReceipt is the phase from charge_created to finished. Mailing a receipt is a foreign

@@ -26,7 +26,7 @@ import (
 // key as it is, since Stripe scopes keys to our account, where two riders' keys could collide.
 //
 // The same rider may use the same client key again only after the reaper has deleted the
-// first (reaper.ReapAfterDefault, 72 h), long after Stripe has forgotten the Stripe key (24 h,
+// first (models.IdempotencyKeyRetention, 72 h), long after Stripe has forgotten the Stripe key (24 h,
 // StripeKeyMemory), so a reused key is charged afresh, as a new request should be.
 func StripeIdempotencyKey(secret []byte, userID int64, clientKey string) string {
 	mac := hmac.New(sha256.New, secret)

@@ -43,9 +43,8 @@ const (
 	// BatchSizeDefault keeps a pass's transaction, and its row locks, short.
 	BatchSizeDefault = 1000
 
-	// ReapAfterDefault is long enough that a bug shipped on a Friday can be fixed on Monday and
-	// the completer still finds the requests it broke.
-	ReapAfterDefault = 72 * time.Hour
+	// ReapAfterDefault is models.IdempotencyKeyRetention, which the completer keeps clear of.
+	ReapAfterDefault = models.IdempotencyKeyRetention
 
 	// IntervalDefault: keys come of age slowly, and a minute late is no harm.
 	IntervalDefault = time.Minute

@@ -8,10 +8,10 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // failureEventsBuffer is the size of CountFailures's subscription channel. River drops events

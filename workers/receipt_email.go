@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // receiptMessage renders the receipt of ride: what was charged, for which ride, and the charge

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 func TestFormatAmount(t *testing.T) {

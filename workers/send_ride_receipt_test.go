@@ -11,9 +11,9 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 func TestSendRideReceiptWorker(t *testing.T) {

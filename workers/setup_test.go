@@ -17,13 +17,13 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 const testMailFrom = "Rocket Rides <receipts@rocketrides.example>"

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/mailer"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // The enqueuer hands River every staged job of jobargs.StagedJobNames: a name with no worker

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stripe/stripe-go/v76/client"
 
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
-	"github.com/rocketrides/rocketrides/internal/riders"
+	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/cmd/internal/riders"
 )
 
 // createUser adds a rider and prints their API token, the only time it is ever shown.

@@ -12,7 +12,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
 )
 
 // Failed work lives in two places, and its ids are told apart by a prefix, as list-failed-jobs

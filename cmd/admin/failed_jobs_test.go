@@ -12,12 +12,12 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // testBundle is a database with a rider and two charged rides, and the binaries that

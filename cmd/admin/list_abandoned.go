@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/models"
 )
 

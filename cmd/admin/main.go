@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/cli"
 )
 
 const usage = `usage: admin <command> [flags]
@@ -31,7 +31,7 @@ commands:
 `
 
 func main() {
-	bootstrap.Main("admin", func(ctx context.Context) error {
+	cli.Main("admin", func(ctx context.Context) error {
 		return run(ctx, os.Args[1:])
 	})
 }

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/rocketrides/rocketrides/internal/cli"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -21,11 +22,11 @@ import (
 // which moves it into River at once (it is woken, as by a newly staged job).
 func retryJob(ctx context.Context, args []string) error {
 	if len(args) != 1 {
-		return &bootstrap.UsageError{Err: errors.New("retry-job: give one job id, river:ID or staged:ID, as list-failed-jobs prints them")}
+		return &cli.UsageError{Err: errors.New("retry-job: give one job id, river:ID or staged:ID, as list-failed-jobs prints them")}
 	}
 	id, err := parseFailedJobID(args[0])
 	if err != nil {
-		return &bootstrap.UsageError{Err: fmt.Errorf("retry-job: %w", err)}
+		return &cli.UsageError{Err: fmt.Errorf("retry-job: %w", err)}
 	}
 
 	pool, client, err := openRiver(ctx)

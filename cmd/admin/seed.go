@@ -10,8 +10,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
-	"github.com/rocketrides/rocketrides/internal/seed"
+	"github.com/rocketrides/rocketrides/internal/cli"
+
+	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/cmd/internal/seed"
 )
 
 // seedHistory fills the database with made-up riders and their finished rides, for benchmarks
@@ -23,25 +25,26 @@ func seedHistory(ctx context.Context, args []string) error {
 	rides := flags.Int("rides", 0, "how many finished rides to make")
 	riders := flags.Int("riders", 0, "how many riders to spread them over")
 	if err := flags.Parse(args); err != nil {
-		return &bootstrap.UsageError{Err: fmt.Errorf("seed: %w", err)}
+		return &cli.UsageError{Err: fmt.Errorf("seed: %w", err)}
 	}
 	given := map[string]bool{}
 	flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if !given["rides"] || !given["riders"] {
-		return &bootstrap.UsageError{Err: errors.New("seed: give both -rides and -riders")}
+		return &cli.UsageError{Err: errors.New("seed: give both -rides and -riders")}
 	}
 	if flags.NArg() > 0 {
-		return &bootstrap.UsageError{Err: fmt.Errorf("seed: unexpected argument %q", flags.Arg(0))}
+		return &cli.UsageError{Err: fmt.Errorf("seed: unexpected argument %q", flags.Arg(0))}
 	}
 	opts := seed.Options{Rides: *rides, Riders: *riders}
 	if err := opts.Validate(); err != nil {
-		return &bootstrap.UsageError{Err: fmt.Errorf("seed: %w", err)}
+		return &cli.UsageError{Err: fmt.Errorf("seed: %w", err)}
 	}
 
 	cfg, err := bootstrap.LoadConfig(os.Getenv)
 	if err != nil {
 		return err
 	}
+	cfg.SchemaAsIs = true
 	_, pool, err := bootstrap.Open(ctx, cfg, os.Stderr)
 	if err != nil {
 		return err

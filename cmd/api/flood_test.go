@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketrides/rocketrides/api/resource"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/phases/resource"
 )
 
 // TestFloodOfConnections holds, from other loopback addresses, 5,000 connections that sent one

@@ -8,13 +8,15 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/rocketrides/rocketrides/internal/cli"
+
 	"github.com/rocketrides/rocketrides/api"
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 )
 
 func main() {
-	bootstrap.Main("api", run)
+	cli.Main("api", run)
 }
 
 func run(ctx context.Context) error {

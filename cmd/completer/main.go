@@ -7,13 +7,15 @@ import (
 	"context"
 	"os"
 
+	"github.com/rocketrides/rocketrides/internal/cli"
+
+	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/completer"
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 )
 
 func main() {
-	bootstrap.Main("completer", func(ctx context.Context) error {
+	cli.Main("completer", func(ctx context.Context) error {
 		return run(ctx, os.Args[1:])
 	})
 }

@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rocketrides/rocketrides/internal/cli"
+
 	"github.com/rocketrides/rocketrides/api"
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
@@ -24,7 +26,7 @@ const stripeAPIKey = "sk_test_rocketrides_dev"
 var services = []string{"api", "worker", "enqueuer", "completer", "reaper"}
 
 func main() {
-	bootstrap.Main("dev", func(ctx context.Context) error {
+	cli.Main("dev", func(ctx context.Context) error {
 		return run(ctx, os.Args[1:], os.Getenv, os.Stdout)
 	})
 }

@@ -7,15 +7,17 @@ import (
 	"context"
 	"os"
 
+	"github.com/rocketrides/rocketrides/internal/cli"
+
+	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/enqueuer"
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/models"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 func main() {
-	bootstrap.Main("enqueuer", func(ctx context.Context) error {
+	cli.Main("enqueuer", func(ctx context.Context) error {
 		return run(ctx, os.Args[1:])
 	})
 }
@@ -52,8 +54,12 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	metrics.RegisterStagedJobs(reg, func(ctx context.Context) (*models.StagedJobBacklog, error) {
-		return models.StagedJobCountBacklog(ctx, pool) // any enqueuer reports the whole backlog
+	metrics.RegisterStagedJobs(reg, func(ctx context.Context) (*metrics.StagedJobs, error) {
+		b, err := models.StagedJobCountBacklog(ctx, pool) // any enqueuer reports the whole backlog
+		if err != nil {
+			return nil, err
+		}
+		return &metrics.StagedJobs{Pending: b.Pending, Failed: b.Failed, OldestPendingAge: b.OldestPendingAge}, nil
 	})
 
 	return bootstrap.RunService(ctx, "Enqueuer", once, enq, cfg, reg, os.Stdout, logger)

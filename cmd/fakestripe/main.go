@@ -24,7 +24,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/cli"
+
+	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/connguard"
 	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
 )
@@ -33,7 +35,7 @@ import (
 const defaultPort = "12111"
 
 func main() {
-	bootstrap.Main("fakestripe", func(ctx context.Context) error {
+	cli.Main("fakestripe", func(ctx context.Context) error {
 		return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	})
 }
@@ -102,7 +104,7 @@ func listenAddr(getenv func(string) string) (setting, addr string, err error) {
 	if v := getenv("STRIPE_API_URL"); v != "" {
 		u, err := url.Parse(v)
 		if err != nil || u.Scheme != "http" || u.Port() == "" {
-			return "", "", &bootstrap.UsageError{Err: fmt.Errorf("STRIPE_API_URL %q: the stand-in serves plain http on a port the URL names, as in http://127.0.0.1:%s", v, defaultPort)}
+			return "", "", &cli.UsageError{Err: fmt.Errorf("STRIPE_API_URL %q: the stand-in serves plain http on a port the URL names, as in http://127.0.0.1:%s", v, defaultPort)}
 		}
 		return "STRIPE_API_URL", u.Host, nil
 	}

@@ -11,9 +11,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rocketrides/rocketrides/internal/cli"
+
 	"github.com/rocketrides/rocketrides/client"
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
-	"github.com/rocketrides/rocketrides/internal/riders"
+	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/cmd/internal/riders"
 )
 
 const (
@@ -25,7 +27,7 @@ const (
 )
 
 func main() {
-	bootstrap.Main("simulator", run)
+	cli.Main("simulator", run)
 }
 
 func run(ctx context.Context) error {
@@ -48,7 +50,7 @@ func run(ctx context.Context) error {
 	}
 
 	if *numRiders < 1 {
-		return &bootstrap.UsageError{Err: fmt.Errorf("-riders must be at least 1, not %d", *numRiders)}
+		return &cli.UsageError{Err: fmt.Errorf("-riders must be at least 1, not %d", *numRiders)}
 	}
 	tokens := []string{os.Getenv("SIMULATOR_TOKEN")}
 	if tokens[0] == "" {

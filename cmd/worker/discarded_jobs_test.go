@@ -7,9 +7,9 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/phases"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // TestKeepsDiscardedJobs runs the worker over three receipt jobs that ended a month ago: one

@@ -11,14 +11,16 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/cli"
+
+	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/workers"
 )
 
 func main() {
-	bootstrap.Main("worker", func(ctx context.Context) error {
+	cli.Main("worker", func(ctx context.Context) error {
 		return run(ctx, os.Args[1:])
 	})
 }

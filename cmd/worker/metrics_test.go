@@ -7,10 +7,10 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 	"github.com/rocketrides/rocketrides/phases"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // TestMetrics runs the worker with METRICS_ADDR and scrapes what became of its receipts, and

@@ -17,7 +17,6 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
-	"github.com/rocketrides/rocketrides/models"
 )
 
 // The gauges read from the database at scrape time: each scrape reads afresh, within a bound,
@@ -29,9 +28,9 @@ func TestDatabaseGauges(t *testing.T) {
 		t.Parallel()
 		reg := metrics.NewRegistry()
 		var reads atomic.Int64
-		metrics.RegisterStagedJobs(reg, func(ctx context.Context) (*models.StagedJobBacklog, error) {
+		metrics.RegisterStagedJobs(reg, func(ctx context.Context) (*metrics.StagedJobs, error) {
 			n := reads.Add(1)
-			return &models.StagedJobBacklog{Pending: n, Failed: 2, OldestPendingAge: 12500 * time.Millisecond}, nil
+			return &metrics.StagedJobs{Pending: n, Failed: 2, OldestPendingAge: 12500 * time.Millisecond}, nil
 		})
 		if reads.Load() != 0 {
 			t.Fatalf("want no read at registration, got %d", reads.Load())
@@ -103,7 +102,7 @@ rocketrides_river_jobs{state="running"} 0
 		reaper := metrics.NewReaper(reg)
 		reaper.Keys.WithLabelValues(metrics.ReaperAbandoned).Add(2)
 		down := errors.New("database is down")
-		metrics.RegisterStagedJobs(reg, func(ctx context.Context) (*models.StagedJobBacklog, error) { return nil, down })
+		metrics.RegisterStagedJobs(reg, func(ctx context.Context) (*metrics.StagedJobs, error) { return nil, down })
 		metrics.RegisterRiverJobs(reg, func(ctx context.Context) (map[string]int64, error) { return nil, down })
 
 		var logs proctest.SyncBuffer

@@ -256,11 +256,11 @@ func definedSeries(t *testing.T) seriesDefs {
 
 	reg := &recordingRegisterer{Registry: metrics.NewRegistry()}
 	metrics.NewAPI(reg)
-	metrics.NewPhases(reg)
+	metrics.NewPhases(reg, "started", "ride_created", "charge_created")
 	metrics.NewStripe(reg)
 	metrics.RegisterPool(reg, pool)
 	metrics.NewEnqueuer(reg)
-	metrics.RegisterStagedJobs(reg, func(context.Context) (*models.StagedJobBacklog, error) { return &models.StagedJobBacklog{}, nil })
+	metrics.RegisterStagedJobs(reg, func(context.Context) (*metrics.StagedJobs, error) { return &metrics.StagedJobs{}, nil })
 	metrics.NewWorker(reg)
 	metrics.RegisterRiverJobs(reg, func(context.Context) (map[string]int64, error) {
 		counts := map[string]int64{}

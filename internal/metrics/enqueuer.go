@@ -3,10 +3,9 @@ package metrics
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/rocketrides/rocketrides/models"
 )
 
 // Enqueuer is the series of the enqueuer's passes, counted as each batch commits.
@@ -46,13 +45,20 @@ var (
 
 // RegisterStagedJobs registers with reg the rocketrides_staged_jobs, _staged_jobs_failed and
 // _staged_job_oldest_age_seconds gauges, which read returns at each scrape (see db_gauges.go for
-// why at scrape time): models.StagedJobCountBacklog on the process's pool.
-func RegisterStagedJobs(reg prometheus.Registerer, read func(ctx context.Context) (*models.StagedJobBacklog, error)) {
+// why at scrape time): from staged_jobs, on the process's pool.
+func RegisterStagedJobs(reg prometheus.Registerer, read func(ctx context.Context) (*StagedJobs, error)) {
 	register(reg, &stagedJobsCollector{read: read})
 }
 
+// StagedJobs is what RegisterStagedJobs's gauges show of staged_jobs.
+type StagedJobs struct {
+	Pending          int64         // waiting to be enqueued
+	Failed           int64         // set aside for a person
+	OldestPendingAge time.Duration // of the oldest waiting one; 0 when none waits
+}
+
 type stagedJobsCollector struct {
-	read func(ctx context.Context) (*models.StagedJobBacklog, error)
+	read func(ctx context.Context) (*StagedJobs, error)
 }
 
 func (c *stagedJobsCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -95,7 +95,7 @@ func TestStripeTransport(t *testing.T) {
 func TestSerializationRetriesStartAtZero(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	metrics.NewPhases(reg)
+	metrics.NewPhases(reg, "started", "ride_created", "charge_created")
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

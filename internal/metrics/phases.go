@@ -1,10 +1,6 @@
 package metrics
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/rocketrides/rocketrides/models"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // Phases is the series of the phase executor, in every process that drives ride requests (the
 // API and the completer). Their phase label is the recovery point an atomic phase started from:
@@ -20,13 +16,10 @@ type Phases struct {
 	SerializationRetries *prometheus.CounterVec
 }
 
-// phaseLabels are the values of the phase label: the recovery points an atomic phase starts from.
-var phaseLabels = []string{
-	string(models.RecoveryPointStarted), string(models.RecoveryPointRideCreated), string(models.RecoveryPointChargeCreated),
-}
-
-// NewPhases returns the executor's series, registered with reg (nil: unregistered).
-func NewPhases(reg prometheus.Registerer) *Phases {
+// NewPhases returns the executor's series, registered with reg (nil: unregistered), each phase
+// label's series at 0 from the start: phaseLabels, the recovery points an atomic phase starts
+// from (phases.NewMetrics names them).
+func NewPhases(reg prometheus.Registerer, phaseLabels ...string) *Phases {
 	m := &Phases{
 		PhaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "phase_duration_seconds",

@@ -29,7 +29,7 @@ import (
 //
 // A caller built with the race detector gets commands built with it too (see package race):
 // `go test -race ./...` then checks the processes its tests start, where the most concurrent
-// code runs. `go run ./cmd/dev` and cmd/bench, built without it, build without it.
+// code runs. `go run ./cmd/dev` and lab/bench, built without it, build without it.
 func Build(ctx context.Context, root, binDir string, names ...string) error {
 	pkgs := make([]string, len(names))
 	for i, name := range names {

@@ -24,7 +24,7 @@ const (
 // and perhaps again after it restarts. A port the kernel picks for port 0 would do only until
 // it is free again: the kernel hands the same range to every program's port-0 listener and to
 // outgoing connections, and one of them can take the port between the check and the process's
-// listen, or while the process restarts (an API replica of cmd/chaos, restarted after a crash,
+// listen, or while the process restarts (an API replica of lab/chaos, restarted after a crash,
 // would then exit for want of its port). So the port is drawn at random below that range, where
 // the kernel never hands one out.
 func FreePort() (int, error) {

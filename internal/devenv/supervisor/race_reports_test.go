@@ -14,7 +14,7 @@ import (
 
 // TestRaceReports builds a program with a data race as Build builds the commands and runs it
 // as a long-lived process and to its end: with -race, each run leaves its race report, under
-// its label, in RaceReports, for a caller such as cmd/chaos to fail on. Without -race the
+// its label, in RaceReports, for a caller such as lab/chaos to fail on. Without -race the
 // program has no detector, and leaves none.
 func TestRaceReports(t *testing.T) {
 	t.Parallel()

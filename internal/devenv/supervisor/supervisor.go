@@ -1,6 +1,6 @@
 // Package supervisor runs the project's commands as child processes, the way a Procfile manager
 // does: output prefixed by name, SIGTERM to all on stop, SIGKILL to what is left after a grace
-// period. cmd/dev runs the service with it, and cmd/chaos kills and restarts pieces of it.
+// period. cmd/dev runs the service with it, and lab/chaos kills and restarts pieces of it.
 package supervisor
 
 import (
@@ -151,7 +151,7 @@ func (s *Supervisor) addRaces(label string, reports []string) {
 
 // RaceReports returns the race detector's reports in the output of every process run so far,
 // each after the label of its process: with commands built with -race (see Build), a caller
-// such as cmd/chaos fails on them, since a race is a bug even where no check caught its effect.
+// such as lab/chaos fails on them, since a race is a bug even where no check caught its effect.
 // A process's reports are all there once it has exited.
 func (s *Supervisor) RaceReports() []string {
 	s.mu.Lock()
@@ -214,9 +214,9 @@ func (p *Process) Stop() error {
 
 // stopErr is how the process answered SIGTERM: its exit error, or nil for a process that
 // SIGTERM killed before it printed anything. Such a process was still starting: Go's runtime
-// and the package inits run before bootstrap.Main catches the signal, and until then SIGTERM
+// and the package inits run before cli.Main catches the signal, and until then SIGTERM
 // ends a process at once, as it should, since it has done nothing yet. Every process prints
-// its first line after bootstrap.Main caught the signal, so once it has printed, death by
+// its first line after cli.Main caught the signal, so once it has printed, death by
 // SIGTERM is a broken promise, and stopErr returns it.
 func (p *Process) stopErr() error {
 	exit, ok := errors.AsType[*exec.ExitError](p.err)

@@ -1,7 +1,7 @@
 // Package invariants checks that Rocket Rides kept its promises, after the fact: every ride
 // that was booked was charged exactly once and got exactly one receipt, Stripe holds no charge
 // that no ride accounts for, nothing was left half done, and no client was told something the
-// database contradicts. The chaos soak (cmd/chaos) runs it after a storm of crashes and faults;
+// database contradicts. The chaos soak (lab/chaos) runs it after a storm of crashes and faults;
 // it is equally an audit a person could run against a copy of production.
 //
 // Check looks at a quiescent system: once the processes are stopped, or at least idle, and the

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // testBundle is one test's world: a fresh database with a rider, and the observations a healthy

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/rocketrides/rocketrides/workers/jobargs"
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 )
 
 // snapshot is the database as the checker sees it: the rows of every table an invariant

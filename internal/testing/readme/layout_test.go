@@ -2,19 +2,18 @@ package readme
 
 import (
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 )
 
 // shippedCommands are the commands a deployment runs, the Procfile's and the operator's and
-// client's tools; cmd/dev, cmd/chaos, cmd/bench, cmd/testprogress and the Stripe stand-in are
+// client's tools; cmd/dev, lab/chaos, lab/bench, lab/testprogress and the Stripe stand-in are
 // for development.
 var shippedCommands = []string{"api", "worker", "enqueuer", "completer", "reaper", "migrate", "admin", "simulator", "rides"}
 
 // TestShippedCommandsLinkNoHarness checks the README's layout table: the test harness
-// (internal/testing) and the local stack's packages (internal/devenv) are never linked into a
-// command that ships.
+// (internal/testing), the local stack (internal/devenv) and the lab (lab/) are never linked into
+// a command that ships.
 func TestShippedCommandsLinkNoHarness(t *testing.T) {
 	t.Parallel()
 
@@ -22,7 +21,7 @@ func TestShippedCommandsLinkNoHarness(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			for _, pkg := range goList(t, "-deps", "./cmd/"+name) {
-				if strings.Contains(pkg, "/internal/testing/") || strings.Contains(pkg, "/internal/devenv/") {
+				if strings.Contains(pkg, "/internal/testing/") || strings.Contains(pkg, "/internal/devenv/") || strings.Contains(pkg, "/lab/") {
 					t.Errorf("cmd/%s links %s, a harness package", name, pkg)
 				}
 			}
@@ -33,29 +32,66 @@ func TestShippedCommandsLinkNoHarness(t *testing.T) {
 // module is this repository's module path.
 const module = "github.com/rocketrides/rocketrides"
 
-// TestLeafPackages checks the two packages that phases imports from beside api and workers,
-// which the README's layout table calls leaves: each shares one shape between packages that
-// must not import each other, so it may import nothing of this module but models.
-func TestLeafPackages(t *testing.T) {
-	t.Parallel()
+// layers are the layers of the module's packages, from the top: a package imports only from
+// layers below its own, or from its own folder. The commands and the lab stand on everything;
+// the test harness and the local stack serve them and the tests; the services (which do not
+// import each other) drive the phases; phases write models; foundations under internal/ and the
+// public client import nothing of the module above them.
+var layers = []struct {
+	name     string
+	prefixes []string
+}{
+	{"lab", []string{"lab/"}},
+	{"commands", []string{"cmd/"}},
+	{"test harness and local stack", []string{"internal/testing/", "internal/devenv/"}},
+	{"services", []string{"api", "completer", "enqueuer", "reaper", "workers"}},
+	{"phases", []string{"phases"}},
+	{"models", []string{"models", "migrations"}},
+	{"foundations", []string{"internal/", "client"}},
+}
 
-	for pkg, allowed := range map[string][]string{
-		"api/resource":    {module + "/models"},
-		"workers/jobargs": {"github.com/riverqueue/river"},
-	} {
-		for _, imp := range goList(t, "-f", "{{join .Imports \"\\n\"}}", "./"+pkg) {
-			if !strings.Contains(imp, ".") { // the standard library
-				continue
-			}
-			if !slices.Contains(allowed, imp) {
-				t.Errorf("%s imports %s: a leaf imports only %v and the standard library", pkg, imp, allowed)
+// layerOf returns the index in layers of pkg (a path within the module) and the folder that
+// groups it: its top folder, or its folder under internal/, cmd/internal/ or lab/.
+func layerOf(pkg string) (layer int, folder string) {
+	parts := strings.Split(pkg, "/")
+	folder = parts[0]
+	if (folder == "internal" || folder == "lab") && len(parts) > 1 {
+		folder = strings.Join(parts[:2], "/")
+	}
+	for i, l := range layers {
+		for _, prefix := range l.prefixes {
+			if pkg == prefix || strings.HasPrefix(pkg, strings.TrimSuffix(prefix, "/")+"/") {
+				return i, folder
 			}
 		}
 	}
-	// And phases itself stays below api and workers: it imports their leaves, never them.
-	for _, imp := range goList(t, "-f", "{{join .Imports \"\\n\"}}", "./phases") {
-		if imp == module+"/api" || imp == module+"/workers" || imp == "net/http" || strings.HasPrefix(imp, "github.com/go-chi/") {
-			t.Errorf("phases imports %s", imp)
+	return -1, folder
+}
+
+// TestImportsRunOneWay: no package imports one from a layer above its own, and no service
+// imports another (each stands alone on the phases, the models and the foundations), so that a
+// reader can learn the module from the bottom up. Tests' own imports are not held to it.
+func TestImportsRunOneWay(t *testing.T) {
+	t.Parallel()
+	for _, line := range goList(t, "-f", "{{.ImportPath}}:{{join .Imports \",\"}}", "./...") {
+		pkg, imports, _ := strings.Cut(strings.TrimPrefix(line, module+"/"), ":")
+		from, fromFolder := layerOf(pkg)
+		if from < 0 {
+			t.Errorf("%s is in no layer: add it to layers", pkg)
+			continue
+		}
+		for _, imp := range strings.Split(imports, ",") {
+			imp, ok := strings.CutPrefix(imp, module+"/")
+			if !ok {
+				continue
+			}
+			to, toFolder := layerOf(imp)
+			switch {
+			case to < from:
+				t.Errorf("%s (%s) imports %s, of the layer above it (%s)", pkg, layers[from].name, imp, layers[to].name)
+			case to == from && layers[to].name == "services" && toFolder != fromFolder:
+				t.Errorf("%s imports %s: a service imports no other", pkg, imp)
+			}
 		}
 	}
 }

@@ -55,7 +55,7 @@ type Message struct {
 	AuthUser string
 
 	// Accepted is when the server accepted the message, just before it said so: the moment a
-	// sender's message counts as delivered, which cmd/bench -receipts measures up to.
+	// sender's message counts as delivered, which lab/bench -receipts measures up to.
 	Accepted time.Time
 }
 

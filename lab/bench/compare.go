@@ -79,7 +79,7 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	say := func(format string, args ...any) { fmt.Fprintf(progress, "bench: "+format+"\n", args...) }
 
 	say("building cmd/api")
-	workDir, removeWorkDir, err := buildInWorkDir(ctx, "api")
+	workDir, removeWorkDir, err := buildInWorkDir(ctx, "api", "admin")
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	defer standIn.stop()
 
 	say("preparing the databases (-rides %d, -riders %d)", opts.rides, opts.riders)
-	tokens, err := cluster.prepare(ctx, opts, standIn, true)
+	tokens, err := cluster.prepare(ctx, opts, standIn, true, workDir)
 	if err != nil {
 		return nil, err
 	}

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"io"
 	"runtime"
 	"strings"
 	"time"
-
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
 )
 
 // report is what the comparison measured, and on what.
@@ -134,8 +131,11 @@ func (r *report) printSetting(w io.Writer) {
 	row("twotx", "pgbench, 2 SERIALIZABLE transactions per ride, random ids (schema as migrated)")
 	row("pgbench", "-c clients -j %d -T duration -n -M prepared --max-tries=%d (article %d); one script execution is one ride",
 		pgbenchThreads, maxTriesOf[targetTwoTx], maxTriesOf[targetArticle])
-	row("API", "cmd/api with LOG_LEVEL=warn and pool_max_conns=%d; Stripe stand-in in process at no latency; retrying client, a rider per client",
-		cmp.Or(r.opts.apiPoolConns, bootstrap.PoolMaxConnsDefault))
+	pool := "its default pool"
+	if r.opts.apiPoolConns > 0 {
+		pool = fmt.Sprintf("pool_max_conns=%d", r.opts.apiPoolConns)
+	}
+	row("API", "cmd/api with LOG_LEVEL=warn and %s; Stripe stand-in in process at no latency; retrying client, a rider per client", pool)
 	row("runs", "1 client for %s, %d %s for %s; a CHECKPOINT before each", r.opts.soloDuration, r.opts.clients, plural(r.opts.clients, "client"), r.opts.duration)
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/rocketrides/rocketrides/workers/jobargs"
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 )
 
 // Settling bounds, far above what settling takes: the completer needs its min age, or a lock

@@ -8,9 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
-	"github.com/rocketrides/rocketrides/workers/jobargs"
 )
 
 // receiptTimeline is one receipt's way from its booking to the mail server (see receipts.go

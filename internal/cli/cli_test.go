@@ -1,4 +1,4 @@
-package bootstrap
+package cli
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 )
 
 // mainHelperEnv makes the test binary act as a process whose main is a call to Main.
-const mainHelperEnv = "BOOTSTRAP_MAIN_HELPER"
+const mainHelperEnv = "CLI_MAIN_HELPER"
 
 // TestMainSecondSignal stops a process with SIGINT and sends it a second SIGINT once its run has
 // returned, as happens under Ctrl-C with a Procfile manager that passes the signal on: the

@@ -1,4 +1,6 @@
-package bootstrap
+// Package cli runs a command's main: its run function under a context that SIGINT and SIGTERM
+// end, and its exit status, 2 for a wrong call and 1 for a failed run.
+package cli
 
 import (
 	"context"

@@ -147,7 +147,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags.IntVar(&opts.rides, "rides", 300_000, "with -compare: rides of history in each database before the runs (0: none)")
 	flags.IntVar(&opts.riders, "riders", 1000, "with -compare: riders those rides belong to")
 	flags.StringVar(&opts.serverLog, "server-log", "", "with -compare: write Postgres's own log to this file, serialization failures with their statements")
-	flags.IntVar(&opts.apiPoolConns, "api-pool", 0, "with -compare: the API's pool_max_conns (0: the API's default, bootstrap.PoolMaxConnsDefault)")
+	flags.IntVar(&opts.apiPoolConns, "api-pool", 0, "with -compare: the API's pool_max_conns (0: the API's default, PoolMaxConnsDefault in cmd/internal/bootstrap)")
 	flags.IntVar(&opts.bookings, "bookings", receiptBookingsDefault, "with -receipts: rides booked one after another, each receipt timed")
 	flags.DurationVar(&opts.stripeLatency, "stripe-latency", 0, "with -receipts: how long the Stripe stand-in takes to answer (0: at once, so that bookings come as fast as they can)")
 	flags.DurationVar(&opts.idle, "idle", receiptIdleDefault, "with -receipts: how long to count the idle stack's statements afterwards (0: not at all)")

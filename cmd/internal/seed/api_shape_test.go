@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/rocketrides/rocketrides/client"
-	"github.com/rocketrides/rocketrides/internal/seed"
+	"github.com/rocketrides/rocketrides/cmd/internal/seed"
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/rocketrides/rocketrides/internal/cli"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -18,12 +20,12 @@ type Service[R any] interface {
 	RunOnce(ctx context.Context) (R, error)
 }
 
-// ParseOnceFlag parses a background command's only flag, -once. A bad flag is a UsageError.
+// ParseOnceFlag parses a background command's only flag, -once. A bad flag is a cli.UsageError.
 func ParseOnceFlag(name string, args []string, usage string) (bool, error) {
 	flags := flag.NewFlagSet(name, flag.ContinueOnError)
 	once := flags.Bool("once", false, usage)
 	if err := flags.Parse(args); err != nil {
-		return false, &UsageError{Err: err}
+		return false, &cli.UsageError{Err: err}
 	}
 	return *once, nil
 }

@@ -4,7 +4,7 @@
 // package as soon as it finishes, the output of each test that failed, and, whenever the run
 // has been quiet for a while, which tests are still running and for how long:
 //
-//	go test -race -json ./... | go run ./cmd/testprogress
+//	go test -race -json ./... | go run ./lab/testprogress
 //
 // It exits 1 if a package failed or did not build, or if the input held no package result.
 package main

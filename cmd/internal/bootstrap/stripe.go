@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stripe/stripe-go/v76/client"
 
-	"github.com/rocketrides/rocketrides/internal/faults"
+	"github.com/rocketrides/rocketrides/cmd/internal/faults"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/phases"
@@ -42,7 +42,7 @@ func NewExecutor(cfg *Config, pool *pgxpool.Pool, logger *slog.Logger, reg prome
 		return nil, err
 	}
 	config := cfg.executorConfig()
-	config.Metrics = metrics.NewPhases(reg)
+	config.Metrics = phases.NewMetrics(reg)
 	injector, err := faults.Parse(cfg.Faults, logger)
 	if err != nil {
 		return nil, err

@@ -36,6 +36,12 @@ type Config struct {
 	// process's own setting (WORKER_CONCURRENCY) is the knob for fewer connections.
 	PoolMaxConnsAtLeast int32
 
+	// SchemaAsIs is set by a process, not read from the environment: it works on whichever
+	// schema the database holds, so OpenPool does not require every migration. admin seed sets
+	// it: it writes rides the way the schema at hand makes ids, the article's earlier schema
+	// included, which the benchmark seeds.
+	SchemaAsIs bool
+
 	// LogFormat (LOG_FORMAT, default "text", LogFormatDefault) is "text" or "json".
 	LogFormat string
 

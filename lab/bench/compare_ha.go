@@ -66,7 +66,7 @@ func compareHA(ctx context.Context, opts *options, progress io.Writer) (runs []*
 	say := func(format string, args ...any) { fmt.Fprintf(progress, "bench: "+format+"\n", args...) }
 
 	say("building cmd/api")
-	workDir, removeWorkDir, err := buildInWorkDir(ctx, "api")
+	workDir, removeWorkDir, err := buildInWorkDir(ctx, "api", "admin")
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func compareHA(ctx context.Context, opts *options, progress io.Writer) (runs []*
 func runHASide(ctx context.Context, opts *options, db *benchCluster, standIn *standIn, scripts map[string]string,
 	workDir string, say func(string, ...any)) ([]*measurement, error) {
 	say("preparing the databases (-rides %d, -riders %d)", opts.rides, opts.riders)
-	tokens, err := db.prepare(ctx, opts, standIn, false)
+	tokens, err := db.prepare(ctx, opts, standIn, false, workDir)
 	if err != nil {
 		return nil, err
 	}

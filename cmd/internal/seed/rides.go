@@ -13,10 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/rocketrides/rocketrides/api/resource"
 	"github.com/rocketrides/rocketrides/client"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/phases/resource"
 	"github.com/rocketrides/rocketrides/workers"
 )
 

@@ -9,11 +9,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/cli"
 )
 
 func main() {
-	bootstrap.Main("chaos", func(ctx context.Context) error {
+	cli.Main("chaos", func(ctx context.Context) error {
 		return run(ctx, os.Args[1:], os.Stdout)
 	})
 }
@@ -108,7 +108,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if err != nil && ctx.Err() != nil {
-		// Not wrapped: bootstrap.Main takes a cancelled run for a clean stop and exits 0, but
+		// Not wrapped: cli.Main takes a cancelled run for a clean stop and exits 0, but
 		// an interrupted soak proved nothing, and a CI job must not pass on it.
 		return fmt.Errorf("interrupted before the invariants were checked: %v", err)
 	}

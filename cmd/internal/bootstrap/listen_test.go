@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rocketrides/rocketrides/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
 )
 
 // TestListenNamesTheSetting: a port that another process holds fails with one line naming the

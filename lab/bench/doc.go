@@ -7,14 +7,14 @@
 // unknown outcomes, 409 answers, throughput, and the latency of whole client calls, retries
 // included.
 //
-//	go run ./cmd/bench -api http://localhost:5004 -token rr_... -clients 16 -duration 30s [-replay-share 0.2]
+//	go run ./lab/bench -api http://localhost:5004 -token rr_... -clients 16 -duration 30s [-replay-share 0.2]
 //
 // With -compare it needs nothing running: it starts a durable Postgres cluster of its own, the
 // Stripe stand-in and the API, and compares the API's rides per second and latency with two
 // pgbench references on the same cluster in the same run, the article's four transactions per
 // ride and the same work in two, and prints one table and the ratios (see compare.go).
 //
-//	go run ./cmd/bench -compare [-rides 300000 -riders 1000 -clients 32 -duration 30s -solo-duration 10s]
+//	go run ./lab/bench -compare [-rides 300000 -riders 1000 -clients 32 -duration 30s -solo-duration 10s]
 //
 // With -receipts it needs nothing running either: it starts a durable cluster, the Stripe
 // stand-in, an SMTP server and the Procfile's processes, books -bookings rides one after
@@ -22,7 +22,7 @@
 // and stage by stage; then, unless -idle is 0, what the idle stack costs the database in
 // statements per second, process by process (see receipts.go).
 //
-//	go run ./cmd/bench -receipts [-bookings 40 -idle 60s]
+//	go run ./lab/bench -receipts [-bookings 40 -idle 60s]
 //
 // A receipt's stages, each from a timestamp that is stored or seen: staged (the start of the
 // transaction of the ride's last atomic phase, staged_jobs.created_at, which the enqueuer carries

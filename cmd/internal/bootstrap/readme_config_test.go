@@ -25,7 +25,7 @@ func TestReadmeConfigTable(t *testing.T) {
 	}
 	fields := configFieldsByVariable(t)
 
-	f, err := os.Open("../../README.md")
+	f, err := os.Open("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func measureReceipts(ctx context.Context, opts *options, progress io.Writer) (re
 	say := func(format string, args ...any) { fmt.Fprintf(progress, "bench: "+format+"\n", args...) }
 
 	say("building %v", stackProcesses)
-	workDir, removeWorkDir, err := buildInWorkDir(ctx, stackProcesses...)
+	workDir, removeWorkDir, err := buildInWorkDir(ctx, append([]string{"admin"}, stackProcesses...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func measureReceipts(ctx context.Context, opts *options, progress io.Writer) (re
 	if err := createProcessRoles(ctx, cluster.admin); err != nil {
 		return nil, err
 	}
-	tokens, err := createAPIRiders(ctx, databaseURL, 1, standIn)
+	tokens, err := createAPIRiders(ctx, workDir, databaseURL, 1, standIn)
 	if err != nil {
 		return nil, err
 	}

@@ -128,7 +128,7 @@ func TestSoakFailover(t *testing.T) {
 // invariant held, with no failure and no data race in any process.
 func runSoak(t *testing.T, timeout time.Duration, args ...string) *summary {
 	t.Helper()
-	bin := proctest.Build(t, "chaos")
+	bin := proctest.BuildPackage(t, "./lab/chaos")
 	seed := uint64(time.Now().UnixNano())
 	dir := t.TempDir()
 	summaryPath := filepath.Join(dir, "summary.json")

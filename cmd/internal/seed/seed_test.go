@@ -13,12 +13,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/rocketrides/rocketrides/api/resource"
-	"github.com/rocketrides/rocketrides/internal/seed"
+	"github.com/rocketrides/rocketrides/cmd/internal/seed"
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/migrations"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/phases/resource"
 	"github.com/rocketrides/rocketrides/workers"
 )
 

@@ -1,18 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rocketrides/rocketrides/internal/authtoken"
-	"github.com/rocketrides/rocketrides/internal/riders"
-	"github.com/rocketrides/rocketrides/internal/seed"
-	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/migrations"
 	"github.com/rocketrides/rocketrides/models"
 )
@@ -38,13 +39,10 @@ const pgbenchTokenPrefix = "bench-rider-"
 // any test-mode key.
 const standInKey = "sk_test_rocketrides_bench"
 
-// riderStripeTimeout bounds a call to the stand-in while the bench riders are created.
-const riderStripeTimeout = 10 * time.Second
-
 // prepare creates the three databases with the same history of -rides rides by -riders riders,
 // and in each the -clients bench riders, client i being rider i; without article, all but the
-// article's. It returns the API tokens of the API's bench riders, client i's at i.
-func (c *benchCluster) prepare(ctx context.Context, opts *options, standIn *standIn, article bool) ([]string, error) {
+// article's. The admin command it runs is built in workDir. It returns the API tokens of the API's bench riders, client i's at i.
+func (c *benchCluster) prepare(ctx context.Context, opts *options, standIn *standIn, article bool, workDir string) ([]string, error) {
 	dbnames := []string{dbAPI, dbTwoTx}
 	// twotx is a copy of api: the same schema, filled alike, at half the seeding time.
 	if err := c.createDatabase(ctx, dbAPI, ""); err != nil {
@@ -53,7 +51,7 @@ func (c *benchCluster) prepare(ctx context.Context, opts *options, standIn *stan
 	if err := migrations.Up(ctx, c.url(dbAPI)); err != nil {
 		return nil, err
 	}
-	if err := seedHistory(ctx, c.url(dbAPI), opts); err != nil {
+	if err := seedHistory(ctx, workDir, c.url(dbAPI), opts); err != nil {
 		return nil, err
 	}
 	if err := c.createDatabase(ctx, dbTwoTx, dbAPI); err != nil {
@@ -68,7 +66,7 @@ func (c *benchCluster) prepare(ctx context.Context, opts *options, standIn *stan
 		if err := migrateTo(ctx, c.url(dbArticle), articleSchemaVersion); err != nil {
 			return nil, err
 		}
-		if err := seedHistory(ctx, c.url(dbArticle), opts); err != nil {
+		if err := seedHistory(ctx, workDir, c.url(dbArticle), opts); err != nil {
 			return nil, err
 		}
 	}
@@ -80,7 +78,7 @@ func (c *benchCluster) prepare(ctx context.Context, opts *options, standIn *stan
 			return nil, err
 		}
 	}
-	tokens, err := createAPIRiders(ctx, c.url(dbAPI), opts.clients, standIn)
+	tokens, err := createAPIRiders(ctx, workDir, c.url(dbAPI), opts.clients, standIn)
 	if err != nil {
 		return nil, err
 	}
@@ -127,20 +125,28 @@ func migrateTo(ctx context.Context, databaseURL string, version int64) (err erro
 }
 
 // seedHistory fills a database with opts.rides rides of opts.riders riders, unless there are to
-// be none.
-func seedHistory(ctx context.Context, databaseURL string, opts *options) error {
+// be none, with the seed command, admin seed (built in workDir), which seeds the article's
+// schema too.
+func seedHistory(ctx context.Context, workDir, databaseURL string, opts *options) error {
 	if opts.rides == 0 {
 		return nil
 	}
-	pool, err := pgxpool.New(ctx, databaseURL)
+	_, err := runAdmin(ctx, workDir, []string{"DATABASE_URL=" + databaseURL},
+		"seed", "-rides", strconv.Itoa(opts.rides), "-riders", strconv.Itoa(opts.riders))
+	return err
+}
+
+// runAdmin runs the admin command built in workDir with env and args, and returns its output.
+func runAdmin(ctx context.Context, workDir string, env []string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(workDir, "admin"), args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "LOG_LEVEL=warn"}, env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("error connecting to seed: %w", err)
+		return nil, fmt.Errorf("error running admin %s: %w: %s", args[0], err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	defer pool.Close()
-	if _, err := seed.Seed(ctx, pool, seed.Options{Rides: opts.rides, Riders: opts.riders}); err != nil {
-		return fmt.Errorf("error seeding: %w", err)
-	}
-	return nil
+	return out, nil
 }
 
 // createPgbenchRiders creates the riders of pgbench's clients, whose tokens the scripts know.
@@ -160,26 +166,26 @@ func createPgbenchRiders(ctx context.Context, db models.DBTX, clients int) error
 	return nil
 }
 
-// createAPIRiders creates the API's bench riders the way cmd/admin does, each with a Stripe
-// customer at the stand-in whose card works, and returns their tokens.
-func createAPIRiders(ctx context.Context, databaseURL string, clients int, standIn *standIn) ([]string, error) {
-	stripe := stripeclient.New(stripeclient.Config{APIKey: standInKey, URL: standIn.url, Timeout: riderStripeTimeout})
+// createAPIRiders creates the API's bench riders with admin create-user (built in workDir),
+// each with a Stripe customer at the stand-in whose card works, and returns their tokens.
+func createAPIRiders(ctx context.Context, workDir, databaseURL string, clients int, standIn *standIn) ([]string, error) {
+	env := []string{"DATABASE_URL=" + databaseURL, "STRIPE_API_KEY=" + standInKey, "STRIPE_API_URL=" + standIn.url}
 	tokens := make([]string, clients)
-	err := withConn(ctx, databaseURL, func(conn *pgx.Conn) error {
-		for i := range tokens {
-			created, err := riders.Create(ctx, conn, riders.Params{
-				Email:     fmt.Sprintf("%s%d@bench.rocketrides.example", pgbenchTokenPrefix, i),
-				CardToken: "tok_visa",
-				Stripe:    stripe,
-			})
-			if err != nil {
-				return fmt.Errorf("error creating bench rider %d: %w", i, err)
-			}
-			tokens[i] = created.Token
+	for i := range tokens {
+		out, err := runAdmin(ctx, workDir, env, "create-user",
+			"-email", fmt.Sprintf("%s%d@bench.rocketrides.example", pgbenchTokenPrefix, i), "-card", "tok_visa")
+		if err != nil {
+			return nil, fmt.Errorf("error creating bench rider %d: %w", i, err)
 		}
-		return nil
-	})
-	return tokens, err
+		var created struct {
+			Token string `json:"token"`
+		}
+		if err := json.Unmarshal(out, &created); err != nil || created.Token == "" {
+			return nil, fmt.Errorf("error reading bench rider %d's token from %q: %v", i, out, err)
+		}
+		tokens[i] = created.Token
+	}
+	return tokens, nil
 }
 
 // history counts what each database holds before the runs.
