@@ -26,6 +26,11 @@ type DBTX interface {
 // without knowing about pgx.
 var ErrNotFound = errors.New("not found")
 
+// ErrLockLost is what a fenced write of a key returns when the key is no longer locked with the
+// caller's lock generation: another request took it over after the caller's lease ran out, or
+// the reaper deleted it. The caller's request is certainly not its holder any more.
+var ErrLockLost = errors.New("idempotency key lock was taken over by another request")
+
 // notFound maps pgx's no-rows error to ErrNotFound and leaves every other error alone.
 func notFound(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -156,7 +157,7 @@ func IdempotencyKeyInsert(batch *pgx.Batch, params IdempotencyKeyInsertParams, l
 // IdempotencyKeyRecordProgress queues on batch the write of an atomic phase's progress on an
 // existing key, which also renews its lease for lease, or releases it when the key finished. It
 // is fenced: it writes only while the key is still locked with generation, the lock generation
-// of the caller's request, and otherwise fails with ErrNotFound (another request took the key
+// of the caller's request, and otherwise fails with ErrLockLost (another request took the key
 // over, or it was reaped) when the batch runs. key receives the row.
 func IdempotencyKeyRecordProgress(batch *pgx.Batch, id, generation int64, lease time.Duration, progress IdempotencyKeyProgress, key *IdempotencyKey) {
 	batch.Queue(`
@@ -175,8 +176,11 @@ func IdempotencyKeyRecordProgress(batch *pgx.Batch, id, generation int64, lease 
 		progress.ChargeAttempted, lease.Seconds(),
 	).QueryRow(func(row pgx.Row) error {
 		k, err := scanIdempotencyKey(row)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrLockLost
+		}
 		if err != nil {
-			return fmt.Errorf("error recording progress of idempotency key %d: %w", id, notFound(err))
+			return fmt.Errorf("error recording progress of idempotency key %d: %w", id, err)
 		}
 		*key = *k
 		return nil

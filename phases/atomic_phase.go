@@ -19,15 +19,27 @@ import (
 // PhaseAction is what the work of a phase returns: what to record on the key in the same
 // transaction, so that the phase's work and its outcome commit together or not at all. It is
 // one of NoOp, SetRecoveryPoint or Response, the article's NoOp, RecoveryPoint and Response
-// (models.RecoveryPoint is the name of a point itself, as the key's column holds it).
+// (models.RecoveryPoint is the name of a point itself, as the key's column holds it), or
+// ForeignMutationNext.
 type PhaseAction interface {
 	apply(progress *models.IdempotencyKeyProgress) error
 }
 
-// NoOp records nothing on the key: the request carries on from where it is.
+// NoOp records nothing on the key, and so ends the atomic phase where it is.
 type NoOp struct{}
 
 func (NoOp) apply(*models.IdempotencyKeyProgress) error { return nil }
+
+// ForeignMutationNext ends the atomic phase where it is: a foreign state mutation comes next,
+// outside any transaction. The key records, as the phase commits, that the mutation is about to
+// be attempted (charge_attempted_at), which the age of its Stripe idempotency key is measured
+// from.
+type ForeignMutationNext struct{}
+
+func (ForeignMutationNext) apply(progress *models.IdempotencyKeyProgress) error {
+	progress.ChargeAttempted = true
+	return nil
+}
 
 // SetRecoveryPoint moves the key to a new recovery point; the next phase starts from there, in
 // this request or in any retry of it.
@@ -67,37 +79,45 @@ func (r Response) apply(progress *models.IdempotencyKeyProgress) error {
 	return nil
 }
 
-// atomicPhase runs one atomic phase: every phase from the key's recovery point up to the next
-// foreign state mutation (the charge) or the end of the request, in one SERIALIZABLE
-// transaction. That is the article's own definition of an atomic phase, the local work between
-// two foreign state mutations; phases that nothing foreign separates gain nothing from separate
-// commits, and each commit is an fsync that the rider waits for.
+// step is the work of an atomic phase at one recovery point: a request's switch over the
+// points the atomic phase covers (see createRide). It runs in the atomic phase's transaction,
+// reading through tx and queueing its writes on tx.Writes, and may run more than once (see
+// inSerializableTx), so it must keep no state outside the transaction that a second run would
+// trip over.
+type step func(ctx context.Context, tx *phaseTx, at models.RecoveryPoint) (PhaseAction, error)
+
+// atomicPhase runs one atomic phase: step at the key's recovery point, and again at each point
+// its PhaseAction moves the key to, until the request is finished or an action leaves the key
+// where it was (NoOp, ForeignMutationNext), all in one SERIALIZABLE transaction. That is the
+// article's own definition of an atomic phase, the local work between two foreign state
+// mutations; phases that nothing foreign separates gain nothing from separate commits, and each
+// commit is an fsync that the rider waits for.
 //
-// The first atomic phase of a request also finds or creates its key (upsertIdempotencyKey).
+// The first atomic phase of a request also finds or creates its key and locks it
+// (upsertIdempotencyKey).
 //
-// The phases queue their writes, and their PhaseActions move the key's progress along in
-// memory; the executor writes the key once, as the transaction commits, with the last recovery
-// point reached. A recovery point passed inside the transaction is never seen by anyone else,
-// so writing it would only cost an update. The key's write comes first in the transaction's
-// batch: a new key exists before the ride that references it, and every transaction locks the
-// key's row before any other, so that requests working one key never deadlock.
+// The steps queue their writes, and their PhaseActions move the key's progress along in memory;
+// the executor writes the key once, as the transaction commits, with the last recovery point
+// reached. A recovery point passed inside the transaction is never seen by anyone else, so
+// writing it would only cost an update. The key's write comes first in the transaction's batch:
+// a new key exists before the ride that references it, and every transaction locks the key's row
+// before any other, so that requests working one key never deadlock.
 //
 // A phase gives up after Config.PhaseTimeout, with nothing committed: a database that stopped
 // answering costs the rider seconds, not the whole request timeout.
 //
 // Fencing: the key's write matches only while the key's lock generation is still the one this
-// request took (see models.IdempotencyKeyRecordProgress). If another request took the key over,
-// the whole phase rolls back and returns ErrLockLost. The write also renews the lease.
-func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
+// request took, and otherwise fails with ErrLockLost (models.IdempotencyKeyRecordProgress): the
+// whole phase rolls back. The write also renews the lease.
+func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
 	ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
 	defer cancel()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	start := *r
 	var (
-		newKey     bool
-		written    *models.IdempotencyKey
-		committing bool // the phases are done, and only the batch and the commit can fail
+		newKey  bool
+		written *models.IdempotencyKey
 
 		// from is the recovery point the phases started from, as the metrics name the atomic
 		// phase; empty if none ran (a replay, a key in use or reused).
@@ -106,7 +126,7 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
 	)
 	attempts, err := e.inSerializableTx(ctx, func(ctx context.Context, tx *phaseTx) error {
 		*r = start // a retried transaction starts again from what the last commit left
-		newKey, written, committing = false, &models.IdempotencyKey{}, false
+		newKey, written = false, &models.IdempotencyKey{}
 
 		from = ""
 		if r.key == nil {
@@ -120,8 +140,7 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
 		progress := models.IdempotencyKeyProgress{RecoveryPoint: r.key.RecoveryPoint}
 		for progress.RecoveryPoint != models.RecoveryPointFinished {
 			at := progress.RecoveryPoint
-			phase, beforeCharge := e.phaseAt(at, r)
-			action, err := phase(ctx, tx, r)
+			action, err := step(ctx, tx, at)
 			if err != nil {
 				return err
 			}
@@ -133,11 +152,8 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
 			if err := action.apply(&progress); err != nil {
 				return err
 			}
-			if beforeCharge && progress.RecoveryPoint != models.RecoveryPointFinished {
-				// The charge comes next, outside any transaction: record that it is about to be
-				// attempted, which the Stripe key's age is measured from, and commit.
-				progress.ChargeAttempted = true
-				break
+			if progress.RecoveryPoint == at {
+				break // the atomic phase ends here: what follows is foreign, or another's
 			}
 		}
 
@@ -148,7 +164,6 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
 				models.IdempotencyKeyRecordProgress(batch, r.key.ID, r.lockGeneration, e.config.LockLease, progress, written)
 			}
 		})
-		committing = true
 		return nil
 	})
 	if from != "" {
@@ -159,7 +174,6 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
 		phase := cmp.Or(from, models.RecoveryPointStarted)
 		e.config.Metrics.SerializationRetries.WithLabelValues(string(phase)).Add(float64(attempts - 1))
 	}
-	lockLost := err != nil && committing && !newKey && written.ID == 0 && errors.Is(err, models.ErrNotFound)
 	if err != nil && newKey && errors.Is(err, ErrCommitOutcomeUnknown) {
 		// The new key may have been inserted, locked for this run. Unlocking that lock (its
 		// random id, the first generation) matches nothing if the insert never landed, so the run
@@ -176,10 +190,7 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run) error {
 		// the last commit left it, and so is the lock generation it unlocks with.
 		*r = start
 	}
-	switch {
-	case lockLost:
-		return ErrLockLost // taken over, or reaped under our feet: certainly not ours any more
-	case err != nil || r.replayed:
+	if err != nil || r.replayed {
 		return err
 	}
 	r.key, r.lockGeneration = written, written.LockGeneration

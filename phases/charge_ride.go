@@ -62,7 +62,7 @@ func (e *Executor) prepareCharge(ctx context.Context, tx *phaseTx, r *run) (Phas
 		return nil, err
 	}
 	if r.key.ChargeAttemptedAt == nil {
-		return NoOp{}, nil
+		return ForeignMutationNext{}, nil
 	}
 	expired, err := models.IdempotencyKeyChargeAttemptOlderThan(ctx, tx, r.key.ID, e.config.StripeKeyMaxAge)
 	if err != nil {
@@ -73,7 +73,7 @@ func (e *Executor) prepareCharge(ctx context.Context, tx *phaseTx, r *run) (Phas
 		return e.needsReview(ctx, tx, r, models.AbandonedReasonStripeKeyExpired,
 			"the first charge attempt is older than Stripe's idempotency key memory")
 	}
-	return NoOp{}, nil
+	return ForeignMutationNext{}, nil
 }
 
 // sendCharge sends the charge and sorts Stripe's answer: an answer the next atomic phase
@@ -115,15 +115,20 @@ func sortChargeAnswer(rideID int64, charge *stripe.Charge, err error) (*chargeAn
 }
 
 // recordCharge stores what Stripe answered.
-func (e *Executor) recordCharge(ctx context.Context, tx *phaseTx, r *run) (PhaseAction, error) {
-	switch answer := r.charge; {
+func (e *Executor) recordCharge(ctx context.Context, tx *phaseTx, r *run, answer *chargeAnswer) (PhaseAction, error) {
+	switch {
+	case answer == nil:
+		return nil, fmt.Errorf("bug: key %d at %s with no charge sent", r.key.ID, models.RecoveryPointRideCreated)
 	case answer.refusal != nil:
 		return Response{Status: statusPaymentRequired, Body: answer.refusal}, nil
 	case answer.stuckReason != "":
 		return e.needsReview(ctx, tx, r, answer.stuckReason, answer.stuckDetail)
 	}
-	models.RideSetStripeChargeID(&tx.Writes, r.ride.ID, r.charge.charge.ID)
-	r.ride.StripeChargeID = &r.charge.charge.ID
+	if err := e.loadRide(ctx, tx, r); err != nil {
+		return nil, err
+	}
+	models.RideSetStripeChargeID(&tx.Writes, r.ride.ID, answer.charge.ID)
+	r.ride.StripeChargeID = &answer.charge.ID
 	return SetRecoveryPoint{Name: models.RecoveryPointChargeCreated}, nil
 }
 

@@ -1,6 +1,10 @@
 package phases
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/rocketrides/rocketrides/models"
+)
 
 // Errors a caller branches on. None of them is stored on the key: each leaves the request
 // where it was, to be retried (or, for ErrParamsMismatch, corrected) by the client.
@@ -14,9 +18,10 @@ var (
 	// ErrKeyInUse: another request holds the key's lock right now.
 	ErrKeyInUse = errors.New("idempotency key is in use by another request")
 
-	// ErrLockLost: this request ran past the lock timeout and another request took the key
-	// over. It stopped without committing anything further; the other request carries on.
-	ErrLockLost = errors.New("idempotency key lock was taken over by another request")
+	// ErrLockLost: this request ran past its lease and another request took the key over (or
+	// the reaper deleted it): the fenced write of its atomic phase matched nothing, so the phase
+	// committed nothing, and the other request carries on.
+	ErrLockLost = models.ErrLockLost
 
 	// ErrConflict: an atomic phase kept failing on serialization conflicts or deadlocks with
 	// concurrent transactions for all of Config.ConflictRetryBudget. Nothing of that phase

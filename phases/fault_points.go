@@ -11,9 +11,9 @@ import (
 type FaultPoint string
 
 // The fault points: right after each atomic phase commits, named for the recovery point it
-// committed (runPhases fires them, from one place), and between Stripe's answer to a successful
-// charge and the phase that records it (the worst moment to die: Stripe charged and we do not
-// know it yet; sendCharge fires it).
+// committed (createRide fires them), and between Stripe's answer to a successful charge and the
+// phase that records it (the worst moment to die: Stripe charged and we do not know it yet;
+// sendCharge fires it).
 const (
 	// FaultPointRideCreated: the first atomic phase committed the key at ride_created, with its
 	// ride and audit record; the charge is next.

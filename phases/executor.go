@@ -16,16 +16,15 @@
 // mutations. The request has one, the charge, so a new request commits twice: once with
 // everything up to the charge (key, ride, audit record, and the note that a charge is about to
 // be sent), and once with everything after it (the charge id, the staged receipt, the response).
-// The Executor draws those boundaries in one place, atomicPhase.
+// createRide (create_ride.go) reads as that loop; the Executor (this file) and atomicPhase
+// (atomic_phase.go) are the machinery under it: the SERIALIZABLE transaction and its retries,
+// the lease on the key and the fence on its writes.
 package phases
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -180,32 +179,6 @@ const (
 	requestPath   = "/rides"
 )
 
-// CreateRide runs a ride request to its end, or as far as it can get. It resumes from the key's
-// recovery point when the key exists, and returns the stored response when the key finished
-// before. On an error the key is unlocked at its last recovery point, so that a retry (the
-// client's or the completer's) resumes from there.
-func (e *Executor) CreateRide(ctx context.Context, req *CreateRideRequest) (*Outcome, error) {
-	if req.RaiseError && !e.config.SimulateErrors {
-		return nil, ErrSimulationDisabled
-	}
-
-	ctx, cancel := context.WithTimeout(ctx, e.config.RequestTimeout)
-	defer cancel()
-	r := &run{req: req, mu: &sync.Mutex{}}
-	if err := e.runPhases(ctx, r); err != nil {
-		e.unlockAfterError(ctx, r, err)
-		return nil, err
-	}
-
-	// Postgres hands jsonb back in its own layout; compacting it keeps what clients see small
-	// and identical between the first answer and every replay.
-	var body bytes.Buffer
-	if err := json.Compact(&body, r.key.ResponseBody); err != nil {
-		return nil, fmt.Errorf("error compacting stored response: %w", err)
-	}
-	return &Outcome{StatusCode: *r.key.ResponseCode, Body: body.Bytes(), Replayed: r.replayed}, nil
-}
-
 // run is one run of a request through the phases: what it has learned so far.
 type run struct {
 	req *CreateRideRequest
@@ -227,67 +200,10 @@ type run struct {
 
 	// ride is the request's ride, once created or read.
 	ride *models.Ride
-
-	// charge is Stripe's answer to the charge, between the charge and the phase recording it.
-	charge *chargeAnswer
-}
-
-// phaseFunc is the work of one phase. It runs in the atomic phase's transaction, reading through
-// tx and queueing its writes on tx.Writes, and may run more than once (see inSerializableTx), so
-// it must keep no state outside the transaction that a second run would trip over.
-type phaseFunc func(ctx context.Context, tx *phaseTx, r *run) (PhaseAction, error)
-
-// runPhases walks the graph from the key's recovery point until the key is finished: atomic
-// phases, and between them the request's one foreign state mutation, the charge, which runs
-// with no transaction open.
-func (e *Executor) runPhases(ctx context.Context, r *run) error {
-	for first := true; ; first = false {
-		if err := e.atomicPhase(ctx, r); err != nil || r.replayed {
-			return err
-		}
-		if first && r.key.RecoveryPoint != models.RecoveryPointFinished {
-			// The request holds its key's lease from here on, for as long as it runs. A request
-			// that finishes in its first atomic phase (a replay, say) never starts a renewer.
-			defer e.keepLease(ctx, r)()
-		}
-		e.faultPoint(ctx, FaultPoint(r.key.RecoveryPoint))
-		if r.key.RecoveryPoint == models.RecoveryPointFinished {
-			return nil
-		}
-
-		// The atomic phase stopped because the charge is next.
-		if r.req.RaiseError {
-			return ErrSimulated
-		}
-		answer, err := e.sendCharge(ctx, r)
-		if err != nil {
-			return err
-		}
-		r.charge = answer
-	}
-}
-
-// phaseAt returns the phase that runs at recovery point at, and whether the charge follows it,
-// which ends the atomic phase.
-func (e *Executor) phaseAt(at models.RecoveryPoint, r *run) (phase phaseFunc, beforeCharge bool) {
-	switch at {
-	case models.RecoveryPointStarted:
-		return e.createRideRecord, false
-	case models.RecoveryPointRideCreated:
-		if r.charge == nil {
-			return e.prepareCharge, true
-		}
-		return e.recordCharge, false
-	case models.RecoveryPointChargeCreated:
-		return e.stageReceipt, false
-	}
-	return func(context.Context, *phaseTx, *run) (PhaseAction, error) {
-		return nil, fmt.Errorf("bug: unhandled recovery point %q", at)
-	}, false
 }
 
 // keepLease renews the lease on r's key every third of Config.LockLease until the returned
-// function stops it; runPhases starts it once the first atomic phase has committed the lock. A
+// function stops it; createRide starts it once the first atomic phase has committed the lock. A
 // renewal that fails for want of a database is tried again at the next tick; one that
 // finds the key taken over stops renewing. Neither stops the request: if another request took
 // its key over, the request's next atomic phase finds a newer lock generation and commits
