@@ -41,12 +41,12 @@ const (
 )
 
 // FetchCooldown is the shortest time between two fetches of jobs, River's FetchCooldown.
-// River's default, 100 ms, held a receipt whose notification came less than 100 ms after the
-// worker's last fetch for the rest of those 100 ms, and it capped the worker at one fetch of at
-// most Concurrency jobs per 100 ms: rides booked back to back queued behind it, their receipts
-// 150 to 300 ms after the 201 (issue 13). At 25 ms a receipt waits 25 ms at most for this, and
-// a worker sends at most 40 fetches a second, and only while notifications come that fast;
-// idle, it fetches once per PollInterval.
+// River's default, 100 ms, holds a receipt whose notification comes less than 100 ms after the
+// worker's last fetch for the rest of those 100 ms, and caps the worker at one fetch of at most
+// Concurrency jobs per 100 ms, so that receipts of rides booked back to back would come 150 to
+// 300 ms after the 201. At 25 ms a receipt waits 25 ms at most for this, and a worker sends at
+// most 40 fetches a second, and only while notifications come that fast; idle, it fetches once
+// per PollInterval.
 const FetchCooldown = 25 * time.Millisecond
 
 // failedJobRetentionPeriod keeps discarded and cancelled jobs until a person deals with them. A

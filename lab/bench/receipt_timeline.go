@@ -81,8 +81,8 @@ type receiptStage struct {
 	span  func(tl *receiptTimeline) time.Duration
 }
 
-// receiptStages are the spans the report prints: the whole way first, as issue 13 measures it,
-// then each stage. The stages add up to the way from staged to accepted, which begins a few
+// receiptStages are the spans the report prints: the whole way first, from the booking to the
+// mail server's acceptance, then each stage. The stages add up to the way from staged to accepted, which begins a few
 // milliseconds before the 201 (the last phase's commit and the answer's way to the client).
 var receiptStages = []receiptStage{
 	{"201 -> mail server", func(tl *receiptTimeline) time.Duration { return tl.accepted.Sub(tl.booking.answered) }},

@@ -13,10 +13,9 @@ import (
 // TestReceiptsRideNotifications books rides back to back with the enqueuer's and the worker's
 // polls an hour apart, so that only notifications can move a receipt: the trigger's NOTIFY
 // wakes the enqueuer, and River's insert notification wakes the worker. Every receipt must
-// reach the mail server all the same. (Before issue 13, River's client sent an insert
-// notification for at most one of the enqueuer's batches every 100 ms, and the receipts of the
-// last bookings waited for the worker's poll.) No timing is asserted, beyond the wait for
-// receipts being far shorter than a poll.
+// reach the mail server all the same: with River's default insert notification cooldown of
+// 100 ms, the receipts of the last bookings would wait for the worker's poll. No timing is
+// asserted, beyond the wait for receipts being far shorter than a poll.
 //
 // The worker's rocketrides_receipt_latency_seconds then holds one latency per receipt, measured
 // from when each ride's receipt was staged, which the enqueuer carried over.
