@@ -12,9 +12,9 @@ import (
 
 // InsertNotifyCooldown is the shortest time between two of the enqueuer's notifications to
 // River's workers that a queue has new jobs. River's default of 100 ms, counted from the insert
-// rather than the commit, left most back-to-back receipts waiting for a poll (see
-// "Receipts, from the 201 to the mail server" in docs/performance.md). A batch takes a millisecond or more, so
-// at River's minimum, 1 ms, every batch notifies; should two come closer still, the second's jobs
+// rather than the commit, left most back-to-back receipts waiting for a poll (see "Receipts,
+// from the 201 to the mail server" in docs/performance.md). A batch takes a millisecond or more,
+// so at River's minimum, 1 ms, every batch notifies; should two come closer still, the second's jobs
 // wait for the poll, as after a lost notification. None is sent while there are no jobs.
 const InsertNotifyCooldown = river.FetchCooldownMin
 

@@ -34,8 +34,8 @@ var procfileProcesses = []string{"api", "worker", "enqueuer", "completer", "reap
 // apiMetricsPortOffset is where the Procfile puts the API's /metrics, above its public PORT.
 const apiMetricsPortOffset = 50
 
-// TestProcfile follows the Procfile steps of docs/operations.md as written, in a copy of the repository, with
-// a real Procfile manager: the build step; .env from dev -env with a PORT of this test's own,
+// TestProcfile follows the Procfile steps of docs/operations.md as written, in a copy of the
+// repository, with a real Procfile manager: the build step; .env from dev -env with a PORT of this test's own,
 // which moves every other port, as tests running at once need (its mail server edited in); the
 // database that dev -db-only runs where .env says; the migration; the Stripe stand-in where .env
 // says; the manager. It checks that every process runs from the binaries the build step made (or,
