@@ -22,7 +22,7 @@ import (
 // executor instead (phases.Config.PhaseTimeout).
 const dbReadTimeout = 5 * time.Second
 
-// PortDefault is the port the API listens on when PORT does not say, and the one the README's
+// PortDefault is the port the API listens on when PORT does not say, and the one the docs'
 // examples and .env.example use.
 const PortDefault = 5004
 

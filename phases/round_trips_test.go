@@ -45,7 +45,7 @@ func (s *statementTracer) count(sql string) {
 	}
 }
 
-// TestRoundTrips pins what one new ride costs Postgres, as the README's table says: two
+// TestRoundTrips pins what one new ride costs Postgres, as docs/performance.md says: two
 // commits, the first atomic phase in three round trips (BEGIN with the key's lookup, the
 // batch of inserts, COMMIT) and the second in two (BEGIN with the batch of writes, COMMIT).
 func TestRoundTrips(t *testing.T) {

@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// TestReadmeQuickStart books a ride with the README's curl request, replays it, and stops the API.
-func TestReadmeQuickStart(t *testing.T) {
+// TestQuickStart books a ride with the curl request of docs/operations.md's "By hand" steps,
+// replays it, and stops the API.
+func TestQuickStart(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
 
@@ -21,7 +22,7 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatalf("want the 201 replayed, got %d %q %s", status, replayed, second)
 	}
 
-	// The README's `curl http://localhost:5004/openapi.yaml`.
+	// docs/api.md's `curl http://localhost:5004/openapi.yaml`.
 	resp, err := http.Get(s.base + "/openapi.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -22,8 +22,8 @@ type testBundle struct {
 	api         *proctest.Process
 }
 
-// setup walks the README's "Running the API" steps with the real binaries: migrate (twice,
-// to show it is safe), start the Stripe stand-in, create a rider, start the API.
+// setup walks the steps of "By hand" in docs/operations.md with the real binaries: migrate
+// (twice, to show it is safe), start the Stripe stand-in, create a rider, start the API.
 func setup(t *testing.T, extraEnv ...string) *testBundle {
 	t.Helper()
 	databaseURL := "DATABASE_URL=" + dbtest.NewEmptyDB(t)
@@ -68,14 +68,14 @@ func setup(t *testing.T, extraEnv ...string) *testBundle {
 	return s
 }
 
-// postRide sends the README's curl request and returns the status, replay header and body.
+// postRide sends the curl request of those steps and returns the status, replay header and body.
 func (s *testBundle) postRide(t *testing.T) (int, string, string) {
 	t.Helper()
 	return s.postRideWithHeader(t, "Idempotent-Replayed")
 }
 
-// postRideWithHeader sends the README's curl request and returns the status, the answer's header
-// named header, and the body.
+// postRideWithHeader sends the curl request of those steps and returns the status, the answer's
+// header named header, and the body.
 func (s *testBundle) postRideWithHeader(t *testing.T, header string) (int, string, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, s.base+"/rides",

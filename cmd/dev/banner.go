@@ -79,7 +79,7 @@ either way:
     -H "Idempotency-Key: flaky-ride-000000000001" -d origin_lat=0 -d origin_lon=0 -d target_lat=1 -d target_lon=1 -d raise_error=true
 
 The client retries for you with one key and prints what became of the ride (its exit status
-tells booked, refused and unknown apart; see "The client" in the README):
+tells booked, refused and unknown apart; see "The Go client" in docs/api.md):
 
   go run ./cmd/rides -token "$RIDER" -from 37.7749,-122.4194 -to 37.3382,-121.8863
 

@@ -17,8 +17,8 @@ import (
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
-// TestDevDatabaseOnly runs dev -db-only as the README's Procfile steps do, under `foreman run`:
-// with .env's DATABASE_URL (and its PORT, which counts only when DATABASE_URL is unset). It must print
+// TestDevDatabaseOnly runs dev -db-only as the Procfile steps of docs/operations.md do, under
+// `foreman run`: with .env's DATABASE_URL (and its PORT, which counts only when DATABASE_URL is unset). It must print
 // that URL, serve a migrated database there, stop on Ctrl-C leaving none of its processes, and
 // find its data again on the next run.
 func TestDevDatabaseOnly(t *testing.T) {

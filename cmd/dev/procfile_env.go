@@ -42,7 +42,7 @@ func writeProcfileEnv(w io.Writer, port int, ha bool) error {
 }
 
 var procfileEnvTemplate = template.Must(template.New(".env").Parse(`# The settings of the Procfile path, which foreman, node-foreman, honcho and overmind read from
-# .env by default; every process reads its own from these variables (see the README's table).
+# .env by default; every process reads its own from these variables (see the table in docs/operations.md).
 # Every port here follows PORT: to move them all, ` + "`PORT=6004 go run ./cmd/dev -env > .env`" + `
 # writes this file again with each one moved as far (-ha: the formation's DATABASE_URL).
 

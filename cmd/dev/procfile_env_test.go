@@ -34,7 +34,7 @@ func TestEnvExampleIsDevEnv(t *testing.T) {
 
 // TestEnvPortsFollowPORT: every port of the Procfile path's .env moves with PORT, -ha's
 // formation included; and on the defaults, every one lies below the ports that tests draw
-// (supervisor.FreePort), so that a test never takes a port the README documents.
+// (supervisor.FreePort), so that a test never takes a port the docs document.
 func TestEnvPortsFollowPORT(t *testing.T) {
 	t.Parallel()
 	for _, base := range []int{api.PortDefault, 6004, 30004} {

@@ -11,8 +11,9 @@ import (
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
-// TestExitStatus runs the README's client commands: the built binary's exit status tells booked,
-// refused, bad usage and unknown apart, while go run reports every failure as its own status 1.
+// TestExitStatus runs the client commands of docs/api.md: the built binary's exit status tells
+// booked, refused, bad usage and unknown apart, while go run reports every failure as its own
+// status 1.
 func TestExitStatus(t *testing.T) {
 	t.Parallel()
 	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,7 +1,7 @@
 // Command chaos is the soak test of "Murphy in action": it runs the whole service as real
 // processes, books rides from many concurrent clients while faults fire at random, then stops
 // the faults, lets the system settle, and holds the result to every invariant of package
-// invariants. The README's "The chaos soak and the invariant checker" says what it breaks, what
+// invariants. docs/testing.md's "The chaos soak and the invariant checker" says what it breaks, what
 // it checks and how to run it.
 //
 // It prints a progress line every few seconds and a summary table at the end, keeps the

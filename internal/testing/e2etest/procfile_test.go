@@ -34,8 +34,8 @@ var procfileProcesses = []string{"api", "worker", "enqueuer", "completer", "reap
 // apiMetricsPortOffset is where the Procfile puts the API's /metrics, above its public PORT.
 const apiMetricsPortOffset = 50
 
-// TestProcfile follows the README's Procfile steps as written, in a copy of the repository, with
-// a real Procfile manager: the build step; .env from dev -env with a PORT of this test's own,
+// TestProcfile follows the Procfile steps of docs/operations.md as written, in a copy of the
+// repository, with a real Procfile manager: the build step; .env from dev -env with a PORT of this test's own,
 // which moves every other port, as tests running at once need (its mail server edited in); the
 // database that dev -db-only runs where .env says; the migration; the Stripe stand-in where .env
 // says; the manager. It checks that every process runs from the binaries the build step made (or,
@@ -43,7 +43,7 @@ const apiMetricsPortOffset = 50
 // rides, reads every process's /metrics on the port the Procfile gives it while all run, stops
 // the manager and checks that every process exited 0 within the grace period .foreman sets, that
 // nothing was killed, that the manager exited 0, and that no process, lock or running job is
-// left; then it stops the background jobs as the README says, with kill, and checks that none of
+// left; then it stops the background jobs as the page says, with kill, and checks that none of
 // the database's processes is left either. The managers must be installed, so it runs under the
 // procfile build tag: `go test -tags procfile -run TestProcfile ./internal/testing/e2etest`
 // (.ci/run installs them and runs it).
@@ -55,9 +55,9 @@ func TestProcfile(t *testing.T) {
 	}
 	// The build step is the same for every manager: it runs once, in a copy of the repository
 	// that each run below copies again, binaries and all.
-	steps := readmeProcfileSteps(t, filepath.Join(root, "README.md"))
+	steps := procfileSteps(t, filepath.Join(root, procfileStepsPage))
 	if !strings.HasPrefix(steps[0], "go build ") {
-		t.Fatalf("want the README's Procfile steps to start with the build step, got %q", steps[0])
+		t.Fatalf("want the Procfile steps to start with the build step, got %q", steps[0])
 	}
 	built := copyRepository(t, root, false)
 	runStep(t, built, goEnv(), steps[0])
@@ -93,9 +93,9 @@ func TestProcfile(t *testing.T) {
 	})
 }
 
-// procfileRun is one way of running the README's Procfile steps.
+// procfileRun is one way of running the Procfile steps.
 type procfileRun struct {
-	manager   string   // the command that stands where the README says foreman
+	manager   string   // the command that stands where the steps say foreman
 	install   string   // how to install it, for the failure message
 	startArgs []string // added to "<manager> start"
 	binDir    string   // where the running processes' binaries must be, in the repository
@@ -103,7 +103,7 @@ type procfileRun struct {
 	stop      func(*proctest.Process) error
 }
 
-// runProcfileSteps runs steps, the README's Procfile steps after the build step, in a copy of
+// runProcfileSteps runs steps, the Procfile steps after the build step, in a copy of
 // built, the repository with the build step done.
 func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRun) {
 	if _, err := exec.LookPath(run.manager); err != nil {
@@ -153,7 +153,7 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 				t.Fatalf("want -db-only to print DATABASE_URL=%s, as .env says, got %q", env["DATABASE_URL"], got)
 			}
 		case background:
-			t.Fatalf("the README's Procfile steps start %q, which this test does not know", line)
+			t.Fatalf("the Procfile steps in %s start %q, which this test does not know", procfileStepsPage, line)
 		case strings.HasPrefix(command, "bin/dev -env > .env"):
 			// With a PORT of this test's own, as tests running at once need: every other port
 			// follows it. And this test's mail server.
@@ -172,7 +172,7 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 		}
 	}
 	if manager == nil || database == nil || stripe == nil || env == nil {
-		t.Fatal("the README's Procfile steps never write .env with dev -env, or never run foreman start, dev -db-only or the stand-in")
+		t.Fatal("the Procfile steps never write .env with dev -env, or never run foreman start, dev -db-only or the stand-in")
 	}
 	apiURL := env["API_URL"]
 	databaseURL := env["DATABASE_URL"]
@@ -268,7 +268,7 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 	if err := stripe.SignalGroup(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	stripe.Wait(t, 15*time.Second) // kill, as the README says, ends the job; the Wait fails the test if it runs on
+	stripe.Wait(t, 15*time.Second) // kill, as the steps say, ends the job; the Wait fails the test if it runs on
 }
 
 // killGroupOnFailure ends p's whole process group, which proctest made for it, should the test
@@ -281,7 +281,7 @@ func killGroupOnFailure(t *testing.T, p *proctest.Process) {
 	})
 }
 
-// stopDatabase stops dev -db-only as the README says, kill %N: a SIGTERM to the background job's
+// stopDatabase stops dev -db-only as the Procfile steps say, kill %N: a SIGTERM to the background job's
 // process group. Every process of the job must be gone, Postgres included, after dev stopped it;
 // within 30 s, as Postgres's checkpoint at shutdown syncs to disk, which a loaded machine slows.
 func stopDatabase(t *testing.T, database *proctest.Process) {
@@ -363,9 +363,13 @@ func checkProcfileMetrics(t *testing.T, manager *proctest.Process, port int) {
 	}
 }
 
-// readmeProcfileSteps returns the command lines of the README's Procfile steps: the first sh
-// block under the heading "### With a Procfile manager", without comments.
-func readmeProcfileSteps(t *testing.T, path string) []string {
+// procfileStepsPage is the page, from the repository's top, whose Procfile steps the test runs.
+const procfileStepsPage = "docs/operations.md"
+
+// procfileSteps returns the command lines of the Procfile steps in the page at path: the first
+// sh block under the heading "### With a Procfile manager", without comments. The blocks after
+// it (a rider, a booking) are for a person; this test books its own ride.
+func procfileSteps(t *testing.T, path string) []string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -373,11 +377,11 @@ func readmeProcfileSteps(t *testing.T, path string) []string {
 	}
 	_, section, ok := strings.Cut(string(data), "\n### With a Procfile manager\n")
 	if !ok {
-		t.Fatal("README.md has no section \"### With a Procfile manager\"")
+		t.Fatalf("%s has no section \"### With a Procfile manager\"", path)
 	}
 	_, block, ok := strings.Cut(section, "\n```sh\n")
 	if !ok {
-		t.Fatal("the README's Procfile section has no sh block")
+		t.Fatalf("%s: the Procfile section has no sh block", path)
 	}
 	block, _, _ = strings.Cut(block, "\n```")
 	var steps []string
@@ -391,7 +395,7 @@ func readmeProcfileSteps(t *testing.T, path string) []string {
 }
 
 // copyRepository copies the repository at src into a temporary directory, leaving out git's
-// data and the local state that the README's steps make (.data/, .env), so that the steps run as
+// data and the local state that the Procfile steps make (.data/, .env), so that the steps run as
 // on a fresh checkout and leave the working tree alone. withBin takes src's bin/ along, as hard
 // links since nothing writes to the binaries; without it, bin/ is left out too.
 func copyRepository(t *testing.T, src string, withBin bool) string {
@@ -438,7 +442,7 @@ func copyRepository(t *testing.T, src string, withBin bool) string {
 	return dst
 }
 
-// runStep runs one README line with sh in dir, as a user's shell would, and returns its stdout.
+// runStep runs one line of the steps with sh in dir, as a user's shell would, and returns its stdout.
 // A step that fails fails the test.
 func runStep(t *testing.T, dir string, env []string, line string) string {
 	t.Helper()
@@ -455,7 +459,7 @@ func runStep(t *testing.T, dir string, env []string, line string) string {
 }
 
 // goEnv is the Go settings of this test's environment (GOCACHE, GOFLAGS, ...), which a user's
-// shell would have too. A test run with -race adds -race to GOFLAGS, so that the README's builds
+// shell would have too. A test run with -race adds -race to GOFLAGS, so that the steps' builds
 // make the processes under the manager with the race detector, as proctest.Build does: a race
 // report in the manager's output then fails the test (proctest.Start).
 func goEnv() []string {

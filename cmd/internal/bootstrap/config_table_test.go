@@ -11,13 +11,16 @@ import (
 	"testing"
 )
 
-// readmeConfigRow is a row of the README's table of variables: "| `VAR` | `default` | ... |".
-var readmeConfigRow = regexp.MustCompile("^\\| `([A-Z_]+)` \\| ([^|]+) \\|")
+// configTablePath is the page that documents every variable, from this package's directory.
+const configTablePath = "../../../docs/operations.md"
 
-// TestReadmeConfigTable holds the README's table of variables to Config: every variable that
+// configTableRow is a row of docs/operations.md's table of variables: "| `VAR` | `default` | ... |".
+var configTableRow = regexp.MustCompile("^\\| `([A-Z_]+)` \\| ([^|]+) \\|")
+
+// TestConfigTable holds docs/operations.md's table of variables to Config: every variable that
 // Config documents has a row, and every default the table writes in code is the one LoadConfig
 // gives.
-func TestReadmeConfigTable(t *testing.T) {
+func TestConfigTable(t *testing.T) {
 	t.Parallel()
 	cfg, err := LoadConfig(func(string) string { return "" })
 	if err != nil {
@@ -25,7 +28,7 @@ func TestReadmeConfigTable(t *testing.T) {
 	}
 	fields := configFieldsByVariable(t)
 
-	f, err := os.Open("../../../README.md")
+	f, err := os.Open(configTablePath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +36,7 @@ func TestReadmeConfigTable(t *testing.T) {
 	rows := map[string]string{}
 	scanner := bufio.NewScanner(f)
 	for scanner.Scan() {
-		if m := readmeConfigRow.FindStringSubmatch(scanner.Text()); m != nil {
+		if m := configTableRow.FindStringSubmatch(scanner.Text()); m != nil {
 			rows[m[1]] = strings.TrimSpace(m[2])
 		}
 	}
@@ -43,7 +46,7 @@ func TestReadmeConfigTable(t *testing.T) {
 
 	for variable := range fields {
 		if _, ok := rows[variable]; !ok {
-			t.Errorf("README: the table of variables has no row for %s, which Config reads", variable)
+			t.Errorf("docs/operations.md: the table of variables has no row for %s, which Config reads", variable)
 		}
 	}
 	checked := 0
@@ -51,7 +54,7 @@ func TestReadmeConfigTable(t *testing.T) {
 		field, ok := fields[variable]
 		if !ok {
 			if variable != "API_URL" { // the simulator's, not a process's
-				t.Errorf("README: the table of variables lists %s, which Config does not read", variable)
+				t.Errorf("docs/operations.md: the table of variables lists %s, which Config does not read", variable)
 			}
 			continue
 		}
@@ -61,13 +64,13 @@ func TestReadmeConfigTable(t *testing.T) {
 		}
 		doc = strings.TrimSuffix(doc, "`")
 		got := reflect.ValueOf(*cfg).FieldByName(field).Interface()
-		if !readmeValueIs(doc, got) {
-			t.Errorf("README: %s's default is written %q, LoadConfig gives %v", variable, doc, got)
+		if !tableValueIs(doc, got) {
+			t.Errorf("docs/operations.md: %s's default is written %q, LoadConfig gives %v", variable, doc, got)
 		}
 		checked++
 	}
 	if checked < 12 {
-		t.Fatalf("want at least 12 of the README's defaults checked, checked %d", checked)
+		t.Fatalf("want at least 12 of docs/operations.md's defaults checked, checked %d", checked)
 	}
 }
 
@@ -88,9 +91,9 @@ func configFieldsByVariable(t *testing.T) map[string]string {
 	return fields
 }
 
-// readmeValueIs reports whether doc, a default as the README writes it, is got: as Config's
-// comments write it, but for text, which the README leaves unquoted.
-func readmeValueIs(doc string, got any) bool {
+// tableValueIs reports whether doc, a default as the table of variables writes it, is got: as
+// Config's comments write it, but for text, which the table leaves unquoted.
+func tableValueIs(doc string, got any) bool {
 	switch got.(type) {
 	case string, slog.Level:
 		doc = strconv.Quote(doc)
