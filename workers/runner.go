@@ -121,7 +121,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.deps.Logger.InfoContext(ctx, "Worker: started", slog.Int("concurrency", r.config.Concurrency))
 	<-ctx.Done()
 	r.deps.Logger.Info("Worker: stopping, letting running jobs finish")
-	return r.stop()
+	if err := r.stop(); err != nil {
+		return err
+	}
+	r.deps.Logger.Info("Worker: stopped") // as every process says once it stopped cleanly
+	return nil
 }
 
 // ErrJobsLeftRunning says that jobs did not return within the hard stop: they stay running in

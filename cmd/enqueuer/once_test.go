@@ -7,25 +7,6 @@ import (
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
-func TestOnce(t *testing.T) {
-	t.Parallel()
-	bin, env, pool := setup(t)
-	stage(t, pool, 2)
-
-	for _, want := range []string{`{"enqueued":2,"failed":0}`, `{"enqueued":0,"failed":0}`} {
-		stdout, stderr, code := proctest.Run(t, bin, env, "-once")
-		if code != 0 {
-			t.Fatalf("enqueuer -once exited %d: %s", code, stderr)
-		}
-		if stdout != want+"\n" {
-			t.Fatalf("want exactly the line %s on stdout, got %q", want, stdout)
-		}
-	}
-	if n := countRiverJobs(t, pool); n != 2 {
-		t.Errorf("want 2 River jobs, got %d", n)
-	}
-}
-
 // A job staged by a newer release, of a name this enqueuer's workers do not know, stays staged
 // for the newer enqueuer, and is reported.
 func TestOnceLeavesUnknownJobNamesStaged(t *testing.T) {

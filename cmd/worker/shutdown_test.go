@@ -11,9 +11,10 @@ import (
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// TestRunsUntilSIGTERM runs the worker the way the Procfile does, without SMTP_URL: the receipt
-// appears in its log, and SIGTERM stops it with exit status 0 and nothing left running.
-func TestRunsUntilSIGTERM(t *testing.T) {
+// TestLogsReceiptsWithoutSMTP runs the worker the way the Procfile does, without SMTP_URL: the
+// receipt appears in its log, rendered, and is called logged, not sent; the job completes, and
+// SIGTERM leaves nothing running.
+func TestLogsReceiptsWithoutSMTP(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	worker := proctest.Start(t, proctest.Build(t, "worker"), []string{"DATABASE_URL=" + w.url, "LOG_FORMAT=json"})
