@@ -53,8 +53,10 @@ func rideOutcome(status int, code problem.Code, replayed bool) string {
 		return metrics.RideCreated
 	}
 	switch code {
-	case problem.CodeCardDeclined, problem.CodePaymentRejected:
-		return metrics.RideDeclined
+	case problem.CodeCardDeclined:
+		return metrics.RideCardDeclined
+	case problem.CodePaymentRejected:
+		return metrics.RidePaymentRejected
 	case problem.CodeIdempotencyKeyInUse:
 		return metrics.RideKeyInUse
 	case problem.CodeIdempotencyKeyReused:

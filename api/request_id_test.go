@@ -156,7 +156,7 @@ func TestRequestID(t *testing.T) {
 
 		ids := stripeIDs.ids()
 		line := b.logs.requireLine(t, "Phases: charge sent to Stripe")
-		if len(ids) != 1 || line["stripe_request_id"] != ids[0] || line["outcome"] != "refused" || line["stripe_status"] != 402.0 {
+		if len(ids) != 1 || line["stripe_request_id"] != ids[0] || line["outcome"] != string(problem.CodeCardDeclined) || line["stripe_status"] != 402.0 {
 			t.Fatalf("want the refusal logged with Stripe's Request-Id %v, got %v", ids, line)
 		}
 	})

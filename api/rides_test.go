@@ -246,7 +246,7 @@ func TestCreateRide(t *testing.T) {
 
 		line := b.logs.requireLine(t, "Phases: charge sent to Stripe")
 		if errText, _ := line["error"].(string); !strings.Contains(errText, "No such customer: 'cus_NotAtStripe42'") ||
-			!strings.HasPrefix(fmt.Sprint(line["stripe_request_id"]), "req_") || line["outcome"] != "refused" {
+			!strings.HasPrefix(fmt.Sprint(line["stripe_request_id"]), "req_") || line["outcome"] != string(problem.CodePaymentRejected) {
 			t.Fatalf("want Stripe's full error logged with its request id, got %v", line)
 		}
 	})

@@ -67,14 +67,14 @@ func TestChargeOutcome(t *testing.T) {
 				t.Fatalf("want indeterminate=%t", tt.retry)
 			}
 			// The outcome the Stripe call's log line names follows the same sorting.
-			want := chargeOutcomeError
+			want := ChargeError
 			switch {
 			case tt.refusal != "":
-				want = chargeOutcomeRefused
+				want = ChargeOutcome(tt.refusal) // the problem code the rider gets
 			case tt.stuck != "":
-				want = chargeOutcomeNeedsReview
+				want = ChargeNeedsReview
 			case tt.retry:
-				want = chargeOutcomeUnavailable
+				want = ChargeUnavailable
 			}
 			if got := chargeOutcome(sortChargeAnswer(1, nil, tt.err)); got != want {
 				t.Fatalf("want outcome %q, got %q", want, got)

@@ -82,7 +82,7 @@ func (e *Executor) sendCharge(ctx context.Context, r *run) (*chargeAnswer, error
 	start := time.Now()
 	charge, chargeErr := e.createCharge(ctx, r.key, r.req.User)
 	answer, err := sortChargeAnswer(r.ride.ID, charge, chargeErr)
-	e.logStripeCall(ctx, r, time.Since(start), charge, chargeErr, chargeOutcome(answer, err))
+	e.logStripeCall(ctx, r, time.Since(start), charge, chargeErr, answer, chargeOutcome(answer, err))
 	if e.hooks.afterCharge != nil {
 		e.hooks.afterCharge(ctx)
 	}

@@ -4,27 +4,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rocketrides/rocketrides/internal/connguard"
+	"github.com/rocketrides/rocketrides/internal/problem"
 )
 
 // Ride request outcomes, the values of rocketrides_ride_requests_total's outcome label: how each
-// POST /rides ended, as the rider saw it.
+// POST /rides ended, as the rider saw it. Those of the charge are the problem codes the rider got
+// (and phases.ChargeOutcome's values), so that a log line, a series and an answer name a charge's
+// outcome alike.
 const (
-	RideCreated            = "created"             // 201: booked and charged, now
-	RideReplayed           = "replayed"            // an earlier call's stored answer, sent again
-	RideDeclined           = "declined"            // 402: the card, or Stripe, refused the charge
-	RideKeyInUse           = "key_in_use"          // 409: another request holds the key
-	RideKeyReused          = "key_reused"          // 422: the key came with other parameters
-	RideConflict           = "conflict"            // 409: serialization retries ran out
-	RidePaymentUnavailable = "payment_unavailable" // 503: Stripe could not be reached; retry
-	RideNeedsReview        = "needs_review"        // 500, stored: a person must look at the charge
-	RideRateLimited        = "rate_limited"        // 429: too many requests from the rider
-	RideInvalid            = "invalid"             // 4xx: the request itself was wrong; nothing stored
-	RideError              = "error"               // any other failure of ours (5xx)
+	RideCreated            = "created"                                       // 201: booked and charged, now
+	RideReplayed           = "replayed"                                      // an earlier call's stored answer, sent again
+	RideCardDeclined       = string(problem.CodeCardDeclined)                // 402: the card was declined
+	RidePaymentRejected    = string(problem.CodePaymentRejected)             // 402: Stripe refused the charge for good
+	RideKeyInUse           = "key_in_use"                                    // 409: another request holds the key
+	RideKeyReused          = "key_reused"                                    // 422: the key came with other parameters
+	RideConflict           = "conflict"                                      // 409: serialization retries ran out
+	RidePaymentUnavailable = string(problem.CodePaymentProcessorUnavailable) // 503: Stripe could not be reached; retry
+	RideNeedsReview        = string(problem.CodePaymentNeedsReview)          // 500, stored: a person must look at the charge
+	RideRateLimited        = "rate_limited"                                  // 429: too many requests from the rider
+	RideInvalid            = "invalid"                                       // 4xx: the request itself was wrong; nothing stored
+	RideError              = "error"                                         // any other failure of ours (5xx)
 )
 
 // rideOutcomes lists every outcome, each of whose series exists at 0 from the start.
 var rideOutcomes = []string{
-	RideCreated, RideReplayed, RideDeclined, RideKeyInUse, RideKeyReused, RideConflict,
+	RideCreated, RideReplayed, RideCardDeclined, RidePaymentRejected, RideKeyInUse, RideKeyReused, RideConflict,
 	RidePaymentUnavailable, RideNeedsReview, RideRateLimited, RideInvalid, RideError,
 }
 

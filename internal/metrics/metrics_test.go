@@ -33,7 +33,7 @@ func TestHandler(t *testing.T) {
 	}
 	t.Run("Metrics", func(t *testing.T) {
 		status, body := get("/metrics")
-		for _, want := range []string{`rocketrides_ride_requests_total{outcome="created"} 1`, `rocketrides_ride_requests_total{outcome="declined"} 0`, "go_goroutines ", "process_cpu_seconds_total "} {
+		for _, want := range []string{`rocketrides_ride_requests_total{outcome="created"} 1`, `rocketrides_ride_requests_total{outcome="card_declined"} 0`, "go_goroutines ", "process_cpu_seconds_total "} {
 			if status != http.StatusOK || !strings.Contains(body, want) {
 				t.Fatalf("want 200 with %q, got %d:\n%s", want, status, body)
 			}

@@ -10,12 +10,12 @@ import (
 // Stripe call results, the values of rocketrides_stripe_requests_total's result label, from the
 // HTTP exchange alone.
 const (
-	StripeSucceeded   = "succeeded"    // 2xx
-	StripeDeclined    = "declined"     // 402: a card error
-	StripeRateLimited = "rate_limited" // 429
-	StripeRejected    = "rejected"     // any other 4xx: a request Stripe refused
-	StripeServerError = "server_error" // 5xx
-	StripeUnreachable = "unreachable"  // no answer: connection refused or reset, or a timeout
+	StripeSucceeded   = "succeeded"     // 2xx
+	StripeDeclined    = "card_declined" // 402: a card error, the rider's card_declined
+	StripeRateLimited = "rate_limited"  // 429
+	StripeRejected    = "rejected"      // any other 4xx: a request Stripe refused
+	StripeServerError = "server_error"  // 5xx
+	StripeUnreachable = "unreachable"   // no answer: connection refused or reset, or a timeout
 )
 
 var stripeResults = []string{StripeSucceeded, StripeDeclined, StripeRateLimited, StripeRejected, StripeServerError, StripeUnreachable}
