@@ -86,29 +86,17 @@ func (r Response) apply(progress *models.IdempotencyKeyProgress) error {
 // trip over.
 type step func(ctx context.Context, tx *phaseTx, at models.RecoveryPoint) (PhaseAction, error)
 
-// atomicPhase runs one atomic phase: step at the key's recovery point, and again at each point
-// its PhaseAction moves the key to, until the request is finished or an action leaves the key
-// where it was (NoOp, ForeignMutationNext), all in one SERIALIZABLE transaction. That is the
-// article's own definition of an atomic phase, the local work between two foreign state
-// mutations; phases that nothing foreign separates gain nothing from separate commits, and each
-// commit is an fsync that the rider waits for.
+// atomicPhase runs one atomic phase in one SERIALIZABLE transaction: step at the key's recovery
+// point, and again at each point its PhaseAction moves the key to, until the request finishes or
+// an action leaves the key where it was (NoOp, ForeignMutationNext). Phases that nothing foreign
+// separates gain nothing from separate commits, and each commit is an fsync the rider waits for.
+// The first atomic phase of a request also finds or creates its key and locks it.
 //
-// The first atomic phase of a request also finds or creates its key and locks it
-// (upsertIdempotencyKey).
-//
-// The steps queue their writes, and their PhaseActions move the key's progress along in memory;
-// the executor writes the key once, as the transaction commits, with the last recovery point
-// reached. A recovery point passed inside the transaction is never seen by anyone else, so
-// writing it would only cost an update. The key's write comes first in the transaction's batch:
-// a new key exists before the ride that references it, and every transaction locks the key's row
-// before any other, so that requests working one key never deadlock.
-//
-// A phase gives up after Config.PhaseTimeout, with nothing committed: a database that stopped
-// answering costs the rider seconds, not the whole request timeout.
-//
-// Fencing: the key's write matches only while the key's lock generation is still the one this
-// request took, and otherwise fails with ErrLockLost (models.IdempotencyKeyRecordProgress): the
-// whole phase rolls back. The write also renews the lease.
+// The key is written once, as the transaction commits, with the last point reached (a point
+// passed inside the transaction is seen by no one), and first in the batch, so that every
+// transaction locks the key's row before any other and requests on one key never deadlock. The
+// write is fenced: it fails with ErrLockLost once another request took the key over, and the
+// whole phase rolls back. A phase gives up after Config.PhaseTimeout, with nothing committed.
 func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
 	ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
 	defer cancel()

@@ -50,5 +50,9 @@ func run(ctx context.Context) error {
 	guard := cfg.ConnGuard(apiMetrics.ShedConnection)
 	metrics.RegisterOpenConnections(reg, guard.Open)
 	server := api.NewServer(pool, executor, logger, api.Config{Limits: cfg.RateLimits, Metrics: apiMetrics, TrustedProxies: cfg.TrustedProxies})
-	return bootstrap.ServeHTTP(ctx, listener, server.Handler(), guard, logger, server.AbortInFlight)
+	if err := bootstrap.ServeHTTP(ctx, listener, server.Handler(), guard, logger, server.AbortInFlight); err != nil {
+		return err
+	}
+	logger.InfoContext(context.WithoutCancel(ctx), "API: stopped") // as every process says once it stopped cleanly
+	return nil
 }

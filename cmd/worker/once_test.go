@@ -9,7 +9,7 @@ import (
 )
 
 // TestOnce: a receipt the mail server refuses for now is counted as failed and left for River's
-// retry. (internal/testing/e2etest's TestBackgroundProcesses runs -once on a receipt it sends.)
+// retry. (internal/testing/e2etest's TestProcesses runs -once on a receipt it sends.)
 func TestOnce(t *testing.T) {
 	t.Parallel()
 	bin := proctest.Build(t, "worker")

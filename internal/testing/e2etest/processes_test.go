@@ -20,9 +20,9 @@ import (
 	"github.com/rocketrides/rocketrides/phases"
 )
 
-// backgroundProcess is one of the background commands as TestBackgroundProcesses runs it: with
-// the work prepare made waiting for it, and what it must make of that work.
-type backgroundProcess struct {
+// process is one of the service's commands as TestProcesses runs it: with the work prepare made
+// waiting for it, and what it must make of that work.
+type process struct {
 	name    string // the command
 	logName string // its log lines' prefix
 
@@ -30,12 +30,26 @@ type backgroundProcess struct {
 	// beyond DATABASE_URL, and a check of what became of the work once it is done.
 	prepare func(t *testing.T, b *ridetest.Bundle) (env []string, check func(t *testing.T))
 
-	once     string             // the line -once prints for the prepared work
+	once     string             // the line -once prints for the prepared work; empty: no -once (the API)
 	onceIdle string             // and for a second pass, which finds nothing left
 	metrics  map[string]float64 // what a long-running process's METRICS_ADDR shows once it is done
 }
 
-var backgroundProcesses = []backgroundProcess{
+var processes = []process{
+	{
+		name: "api", logName: "API",
+		prepare: func(t *testing.T, b *ridetest.Bundle) ([]string, func(*testing.T)) {
+			env := []string{fmt.Sprintf("PORT=%d", proctest.FreePort(t)),
+				"STRIPE_API_KEY=" + ridetest.StripeAPIKey, "STRIPE_API_URL=" + b.Stripe.URL}
+			return env, func(*testing.T) {}
+		},
+		// Its work comes from riders, whom the API's own tests play (cmd/api, api); here, that
+		// it serves its series from the start.
+		metrics: map[string]float64{
+			`rocketrides_ride_requests_total{outcome="created"}`: 0,
+			`rocketrides_db_pool_max_conns`:                      16,
+		},
+	},
 	{
 		name: "enqueuer", logName: "Enqueuer",
 		prepare: func(t *testing.T, b *ridetest.Bundle) ([]string, func(*testing.T)) {
@@ -155,31 +169,34 @@ var backgroundProcesses = []backgroundProcess{
 	},
 }
 
-// TestBackgroundProcesses runs each background command on work made for it, as its real binary,
-// both ways it runs. With -once, it does the work, prints exactly one JSON line of counts, and
-// exits 0, and a second pass finds nothing left. Running for good, with METRICS_ADDR, it does
-// the work and counts it in its metrics; SIGTERM stops it within the 10 s every process promises,
-// with status 0 and a line saying so, and leaves no connection to the database behind.
-func TestBackgroundProcesses(t *testing.T) {
+// TestProcesses runs each long-running command of the service on work made for it, as its real
+// binary. With -once (each background process), it does the work, prints exactly one JSON line
+// of counts, and exits 0, and a second pass finds nothing left. Running for good, with
+// METRICS_ADDR, it does the work and counts it in its metrics; SIGTERM stops it within the 10 s
+// every process promises, with status 0 and a line saying so, and leaves no connection to the
+// database behind.
+func TestProcesses(t *testing.T) {
 	t.Parallel()
-	for _, process := range backgroundProcesses {
+	for _, process := range processes {
 		t.Run(process.name, func(t *testing.T) {
 			t.Parallel()
 			bin := proctest.Build(t, process.name)
 
-			t.Run("Once", func(t *testing.T) {
-				t.Parallel()
-				b := ridetest.Setup(t)
-				extra, check := process.prepare(t, b)
-				env := append([]string{"DATABASE_URL=" + b.Pool.Config().ConnString()}, extra...)
-				for _, want := range []string{process.once, process.onceIdle} {
-					stdout, stderr, code := proctest.Run(t, bin, env, "-once")
-					if code != 0 || stdout != want+"\n" {
-						t.Fatalf("want exit 0 and the one line %s, got %d, stdout %q, stderr:\n%s", want, code, stdout, stderr)
+			if process.once != "" {
+				t.Run("Once", func(t *testing.T) {
+					t.Parallel()
+					b := ridetest.Setup(t)
+					extra, check := process.prepare(t, b)
+					env := append([]string{"DATABASE_URL=" + b.Pool.Config().ConnString()}, extra...)
+					for _, want := range []string{process.once, process.onceIdle} {
+						stdout, stderr, code := proctest.Run(t, bin, env, "-once")
+						if code != 0 || stdout != want+"\n" {
+							t.Fatalf("want exit 0 and the one line %s, got %d, stdout %q, stderr:\n%s", want, code, stdout, stderr)
+						}
 					}
-				}
-				check(t)
-			})
+					check(t)
+				})
+			}
 
 			t.Run("RunsUntilSIGTERM", func(t *testing.T) {
 				t.Parallel()
