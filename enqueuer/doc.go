@@ -15,10 +15,6 @@
 // enqueuer logs each job it sets aside, and now and then how many rows of either kind are left
 // (see reportStranded).
 //
-// Nothing deletes a set-aside row: it may be a receipt that a rider is owed, and every enqueuer
-// skips it. An operator finds it with `go run ./cmd/admin list-failed-jobs` (as staged:ID,
-// beside the jobs River discarded) and, once the cause is fixed (a worker for the job name
-// deployed, the arguments corrected), hands it back with `go run ./cmd/admin retry-job
-// staged:ID`, which clears the mark and wakes the enqueuer, or deletes the row if the job is not
-// wanted any more.
+// Nothing deletes a set-aside row: it may be a receipt that a rider is owed. An operator lists
+// and retries it with the admin command (docs/operations.md).
 package enqueuer
