@@ -192,6 +192,9 @@ func TestContractAnswers(t *testing.T) {
 	getRide := func(t *testing.T, b *testBundle, id string) *response {
 		return b.do(t, http.MethodGet, "/rides/"+id, map[string]string{"Authorization": "Bearer " + b.Rider.Token}, "")
 	}
+	listRides := func(t *testing.T, b *testBundle, query string) *response {
+		return b.do(t, http.MethodGet, "/rides"+query, map[string]string{"Authorization": "Bearer " + b.Rider.Token}, "")
+	}
 	oneRidePerMinute := &api.Limits{RiderRidesPerMinute: 1, RiderRideBurst: 1}
 	// One failure an address, and one lookup a minute past it for all addresses: the third bad
 	// token is refused.
@@ -305,6 +308,34 @@ func TestContractAnswers(t *testing.T) {
 		}},
 		{answer: get("/rides/{id}", 503, problem.CodeServiceUnavailable), opts: setupOpts{limits: oneInFlight}, send: func(t *testing.T, b *testBundle) *response {
 			return b.whileShedding(t, func() *response { return getRide(t, b, "1") })
+		}},
+
+		{answer: get("/rides", 200, ""), send: func(t *testing.T, b *testBundle) *response {
+			b.postRide(t, b.Rider, testKey, testBody).rideCreated(t)
+			return listRides(t, b, "")
+		}},
+		{answer: get("/rides", 400, problem.CodeInvalidParameter), send: func(t *testing.T, b *testBundle) *response {
+			return listRides(t, b, "?limit=101")
+		}},
+		{answer: get("/rides", 400, problem.CodeDuplicateHeader), send: func(t *testing.T, b *testBundle) *response {
+			header := http.Header{"Authorization": {"Bearer " + b.Rider.Token, "Bearer " + b.Rider.Token}}
+			return b.doHeader(t, http.MethodGet, "/rides", header, "")
+		}},
+		{answer: get("/rides", 401, problem.CodeUnauthorized), send: func(t *testing.T, b *testBundle) *response {
+			return b.do(t, http.MethodGet, "/rides", nil, "")
+		}},
+		{answer: get("/rides", 429, problem.CodeRateLimited), opts: setupOpts{limits: oneAuthFailure}, send: func(t *testing.T, b *testBundle) *response {
+			badToken := map[string]string{"Authorization": "Bearer rr_not_a_token"}
+			b.do(t, http.MethodGet, "/rides", badToken, "").requireProblem(t, 401, problem.CodeUnauthorized)
+			b.do(t, http.MethodGet, "/rides", badToken, "").requireProblem(t, 401, problem.CodeUnauthorized)
+			return b.do(t, http.MethodGet, "/rides", badToken, "")
+		}},
+		{answer: get("/rides", 500, problem.CodeInternalError), send: func(t *testing.T, b *testBundle) *response {
+			b.Exec(t, `ALTER TABLE rides RENAME TO rides_gone`)
+			return listRides(t, b, "")
+		}},
+		{answer: get("/rides", 503, problem.CodeServiceUnavailable), opts: setupOpts{limits: oneInFlight}, send: func(t *testing.T, b *testBundle) *response {
+			return b.whileShedding(t, func() *response { return listRides(t, b, "") })
 		}},
 
 		{answer: get("/healthz", 200, ""), send: func(t *testing.T, b *testBundle) *response {

@@ -64,7 +64,7 @@ var pinnedCodes = []pinnedCode{
 			return b.postRide(t, b.Rider, testKey, `{"origin_lat": 91, "origin_lon": 0, "target_lat": 0, "target_lon": 0}`)
 		}},
 	{code: "method_not_allowed", constant: problem.CodeMethodNotAllowed, status: 405,
-		provoke: func(t *testing.T, b *testBundle) *response { return b.do(t, http.MethodGet, "/rides", nil, "") }},
+		provoke: func(t *testing.T, b *testBundle) *response { return b.do(t, http.MethodDelete, "/rides", nil, "") }},
 	{code: "not_found", constant: problem.CodeNotFound, status: 404,
 		provoke: func(t *testing.T, b *testBundle) *response { return b.do(t, http.MethodGet, "/nowhere", nil, "") }},
 	// Stripe saves the 500 under the key; the retry gets it replayed, which no retry can settle.

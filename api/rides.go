@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -119,4 +120,63 @@ func (s *Server) getRide(w http.ResponseWriter, r *http.Request) {
 	}
 
 	writeJSON(w, http.StatusOK, map[string]any{"ride": resource.NewRide(ride)})
+}
+
+// Pages of GET /rides: Stripe's list conventions, limit between 1 and 100.
+const (
+	listLimitDefault = 10
+	listLimitMax     = 100
+)
+
+// listRides serves GET /rides: the caller's rides, newest first, a page at a time. A page ends
+// where limit says; has_more tells whether another follows, which starting_after (the last
+// ride's id) asks for.
+func (s *Server) listRides(w http.ResponseWriter, r *http.Request) {
+	query := r.URL.Query()
+	for name, values := range query {
+		if name != "limit" && name != "starting_after" {
+			writeProblem(w, errInvalidParameter(name, name+" is not a known parameter."))
+			return
+		}
+		if len(values) > 1 {
+			writeProblem(w, errInvalidParameter(name, name+" was given more than once."))
+			return
+		}
+	}
+	limit := listLimitDefault
+	if v := query.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > listLimitMax {
+			writeProblem(w, errInvalidParameter("limit", fmt.Sprintf("limit must be a whole number from 1 to %d.", listLimitMax)))
+			return
+		}
+		limit = n
+	}
+	var after int64
+	if v := query.Get("starting_after"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id < 1 {
+			writeProblem(w, errInvalidParameter("starting_after", "starting_after must be a ride id."))
+			return
+		}
+		after = id
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), dbReadTimeout)
+	defer cancel()
+	rides, hasMore, err := models.RideListForUser(ctx, s.pool, userFrom(r.Context()).ID, limit, after)
+	if errors.Is(err, models.ErrNotFound) {
+		writeProblem(w, errInvalidParameter("starting_after", "starting_after names no ride of yours."))
+		return
+	}
+	if err != nil {
+		s.logger.ErrorContext(r.Context(), "API: failed to list rides", slog.String("error", err.Error()))
+		if models.IsUnavailable(err) {
+			writeProblem(w, errDatabaseUnavailable())
+			return
+		}
+		writeProblem(w, errInternal())
+		return
+	}
+	writeJSON(w, http.StatusOK, resource.NewRideList(rides, hasMore))
 }

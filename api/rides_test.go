@@ -2,8 +2,10 @@ package api_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
+	"github.com/rocketrides/rocketrides/phases/resource"
 )
 
 func TestCreateRide(t *testing.T) {
@@ -379,6 +382,75 @@ func TestGetRide(t *testing.T) {
 	})
 	t.Run("Unauthenticated", func(t *testing.T) {
 		b.do(t, http.MethodGet, "/rides/1", nil, "").requireProblem(t, http.StatusUnauthorized, problem.CodeUnauthorized)
+	})
+}
+
+// TestListRides pages through a rider's rides, newest first, by Stripe's list conventions, and
+// shows each ride's receipt time once the worker recorded it.
+func TestListRides(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	var booked []int64 // oldest first
+	for i := range 5 {
+		created := b.postRide(t, b.Rider, fmt.Sprintf("list-rides-key-%02d-0123456789", i), testBody).rideCreated(t)
+		booked = append(booked, created.Ride.ID)
+	}
+	other := b.postRide(t, b.DecliningRider, testKey, testBody) // a declined ride of someone else's
+	other.requireProblem(t, http.StatusPaymentRequired, problem.CodeCardDeclined)
+	b.Exec(t, `UPDATE rides SET receipt_sent_at = now(), receipt_message_id = 'receipt@test' WHERE id = $1`, booked[4])
+	list := func(query string) *response {
+		return b.do(t, http.MethodGet, "/rides"+query, map[string]string{"Authorization": "Bearer " + b.Rider.Token}, "")
+	}
+
+	t.Run("PagesNewestFirst", func(t *testing.T) {
+		var got []int64
+		query := "?limit=2"
+		for page := 0; ; page++ {
+			resp := list(query)
+			var body resource.RideList
+			if resp.status != http.StatusOK || json.Unmarshal(resp.body, &body) != nil || body.Object != "list" || body.URL != "/rides" {
+				t.Fatalf("want a list, got %d %s", resp.status, resp.body)
+			}
+			for _, ride := range body.Data {
+				got = append(got, ride.ID)
+			}
+			if wantMore := page < 2; body.HasMore != wantMore || len(body.Data) != min(2, 5-2*page) {
+				t.Fatalf("page %d: want %d rides and has_more %t, got %s", page, min(2, 5-2*page), wantMore, resp.body)
+			}
+			if !body.HasMore {
+				break
+			}
+			query = fmt.Sprintf("?limit=2&starting_after=%d", body.Data[len(body.Data)-1].ID)
+		}
+		want := slices.Clone(booked)
+		slices.Reverse(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("want the rider's five rides newest first, %v, got %v", want, got)
+		}
+	})
+	t.Run("DefaultLimitAndReceiptTime", func(t *testing.T) {
+		var body resource.RideList
+		resp := list("")
+		if resp.status != http.StatusOK || json.Unmarshal(resp.body, &body) != nil || len(body.Data) != 5 || body.HasMore {
+			t.Fatalf("want all five rides on one page, got %d %s", resp.status, resp.body)
+		}
+		if body.Data[0].ReceiptSentAt == nil || body.Data[1].ReceiptSentAt != nil {
+			t.Fatalf("want the newest ride's receipt time and no other, got %s", resp.body)
+		}
+		one := b.do(t, http.MethodGet, fmt.Sprintf("/rides/%d", booked[4]), map[string]string{"Authorization": "Bearer " + b.Rider.Token}, "")
+		if !bytes.Contains(one.body, []byte(`"receipt_sent_at":"`)) {
+			t.Fatalf("want GET /rides/{id} to show the receipt time, got %s", one.body)
+		}
+	})
+	t.Run("BadParameters", func(t *testing.T) {
+		var otherRide int64
+		if err := b.Pool.QueryRow(t.Context(), `SELECT id FROM rides WHERE user_id = $1`, b.DecliningRider.ID).Scan(&otherRide); err != nil {
+			t.Fatal(err)
+		}
+		for _, query := range []string{"?limit=0", "?limit=101", "?limit=x", "?limit=1&limit=2", "?starting_after=abc",
+			fmt.Sprintf("?starting_after=%d", otherRide), "?ending_before=1"} {
+			list(query).requireProblem(t, http.StatusBadRequest, problem.CodeInvalidParameter)
+		}
 	})
 }
 

@@ -98,6 +98,7 @@ func (s *Server) Handler() http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.With(s.limitRider(s.limiter.rides), s.readBody, s.shedLoad).Post("/rides", s.createRide)
+		r.With(s.limitRider(s.limiter.reads), s.shedLoad).Get("/rides", s.listRides)
 		r.With(s.limitRider(s.limiter.reads), s.shedLoad).Get("/rides/{id}", s.getRide)
 	})
 	return r

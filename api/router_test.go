@@ -27,10 +27,10 @@ func TestUnroutedRequests(t *testing.T) {
 	}{
 		{"DeleteHealthz", http.MethodDelete, "/healthz", 405, "GET"},
 		{"PostReadyz", http.MethodPost, "/readyz", 405, "GET"},
-		{"GetRides", http.MethodGet, "/rides", 405, "POST"},
+		{"DeleteRides", http.MethodDelete, "/rides", 405, "GET, POST"},
 		{"PutRide", http.MethodPut, "/rides/42", 405, "GET"},
-		{"OptionsRides", http.MethodOptions, "/rides", 405, "POST"},
-		{"UnknownMethodOnARoute", "FROB", "/rides", 405, "POST"},
+		{"OptionsRides", http.MethodOptions, "/rides", 405, "GET, POST"},
+		{"UnknownMethodOnARoute", "FROB", "/rides", 405, "GET, POST"},
 		{"UnknownMethodNowhere", "FROB", "/nowhere", 404, ""},
 		{"GetNowhere", http.MethodGet, "/nowhere", 404, ""},
 		{"TrailingSlash", http.MethodPost, "/rides/", 404, ""},

@@ -72,13 +72,30 @@ type RideParams struct {
 // Ride is a booked ride.
 type Ride struct {
 	// ID is opaque: a string of digits today, and nothing a client should do arithmetic on.
-	ID             string    `json:"id"`
-	OriginLat      float64   `json:"origin_lat"`
-	OriginLon      float64   `json:"origin_lon"`
-	TargetLat      float64   `json:"target_lat"`
-	TargetLon      float64   `json:"target_lon"`
-	StripeChargeID *string   `json:"stripe_charge_id"`
-	CreatedAt      time.Time `json:"created_at"`
+	ID             string     `json:"id"`
+	OriginLat      float64    `json:"origin_lat"`
+	OriginLon      float64    `json:"origin_lon"`
+	TargetLat      float64    `json:"target_lat"`
+	TargetLon      float64    `json:"target_lon"`
+	StripeChargeID *string    `json:"stripe_charge_id"`
+	CreatedAt      time.Time  `json:"created_at"`
+	ReceiptSentAt  *time.Time `json:"receipt_sent_at"` // nil until the receipt was mailed
+}
+
+// RideList is a page of the rider's rides, newest first.
+type RideList struct {
+	Rides []*Ride `json:"data"`
+
+	// HasMore says whether another page follows: ListRides with StartingAfter set to the last
+	// ride's ID reads it.
+	HasMore bool `json:"has_more"`
+}
+
+// ListParams choose a page of rides: at most Limit (0: the API's default, 10; at most 100),
+// after the ride StartingAfter names (empty: from the newest).
+type ListParams struct {
+	Limit         int
+	StartingAfter string
 }
 
 // Result is a successfully booked ride.
@@ -188,6 +205,102 @@ func (c *Client) CreateRideWithKey(ctx context.Context, key string, params RideP
 			return nil, &UnknownOutcomeError{IdempotencyKey: key, Attempts: attempt, Last: err}
 		}
 	}
+}
+
+// GetRide reads one of the rider's rides. Reads change nothing, so network errors, 429 and 5xx
+// answers are retried as CreateRideWithKey retries them; any other error answer is an *APIError
+// (404 not_found for a ride that is not the rider's).
+func (c *Client) GetRide(ctx context.Context, id string) (*Ride, error) {
+	var body struct {
+		Ride *Ride `json:"ride"`
+	}
+	if err := c.read(ctx, "rides/"+url.PathEscape(id), nil, &body); err != nil {
+		return nil, err
+	}
+	if body.Ride == nil {
+		return nil, errors.New("rocket rides: malformed answer: no ride")
+	}
+	return body.Ride, nil
+}
+
+// ListRides reads a page of the rider's rides, newest first, retrying as GetRide does.
+func (c *Client) ListRides(ctx context.Context, params ListParams) (*RideList, error) {
+	query := url.Values{}
+	if params.Limit > 0 {
+		query.Set("limit", strconv.Itoa(params.Limit))
+	}
+	if params.StartingAfter != "" {
+		query.Set("starting_after", params.StartingAfter)
+	}
+	var list RideList
+	if err := c.read(ctx, "rides", query, &list); err != nil {
+		return nil, err
+	}
+	return &list, nil
+}
+
+// read GETs path with query into out, retrying what a retry may change within MaxElapsed.
+func (c *Client) read(ctx context.Context, path string, query url.Values, out any) error {
+	endpoint, err := url.JoinPath(c.BaseURL, path)
+	if err != nil {
+		return &APIError{Code: "invalid_base_url", Detail: err.Error()}
+	}
+	if len(query) > 0 {
+		endpoint += "?" + query.Encode()
+	}
+	deadline := c.clock().Add(valueOr(c.MaxElapsed, DefaultMaxElapsed))
+	for attempt := 1; ; attempt++ {
+		retryAfter, err := c.readOnce(ctx, endpoint, out)
+		if err == nil {
+			return nil
+		}
+		var apiErr *APIError
+		if errors.As(err, &apiErr) {
+			apiErr.Attempts = attempt
+			return apiErr
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		wait := max(c.backoff(attempt), retryAfter)
+		if c.clock().Add(wait).After(deadline) {
+			return err
+		}
+		if err := c.wait(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// readOnce sends one GET. It returns nil with out filled, a definitive *APIError, or a
+// retryable error together with the server's Retry-After.
+func (c *Client) readOnce(ctx context.Context, endpoint string, out any) (time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+	if err != nil {
+		return 0, &APIError{Code: "invalid_request", Detail: err.Error()}
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, out); err != nil {
+			return 0, fmt.Errorf("malformed 200 answer %q: %w", body, err)
+		}
+		return 0, nil
+	}
+	apiErr := &APIError{StatusCode: resp.StatusCode}
+	_ = json.Unmarshal(body, apiErr)
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500 {
+		return 0, apiErr
+	}
+	return retryAfter(resp.Header.Get("Retry-After")), &retryableAnswerError{status: resp.StatusCode, code: apiErr.Code}
 }
 
 // attempt sends one request. It returns a result, or a definitive *APIError, or a retryable

@@ -184,3 +184,48 @@ func TestCreateRide(t *testing.T) {
 		}
 	})
 }
+
+func TestReads(t *testing.T) {
+	t.Parallel()
+	ride := func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"ride":{"id":"7","stripe_charge_id":"ch_1","receipt_sent_at":"2026-11-26T10:00:00Z"}}`)
+	}
+
+	t.Run("GetRideRetriesWhatMayChange", func(t *testing.T) {
+		t.Parallel()
+		c, s, waits := setup(t, status(503, "service_unavailable", "Retry-After", "2"), hangUp, status(429, "rate_limited"), ride)
+		got, err := c.GetRide(t.Context(), "7")
+		if err != nil || got.ID != "7" || got.ReceiptSentAt == nil {
+			t.Fatalf("want ride 7 with its receipt time, got %+v, %v", got, err)
+		}
+		// Go's transport resends a GET that met a closed connection by itself, without a wait.
+		if len(s.keys) != 4 || len(*waits) < 2 || (*waits)[0] < 2*time.Second {
+			t.Fatalf("want 4 attempts, the first wait at least Retry-After, got %d attempts, waits %v", len(s.keys), *waits)
+		}
+	})
+	t.Run("GetRideNotFoundIsFinal", func(t *testing.T) {
+		t.Parallel()
+		c, s, _ := setup(t, status(404, "not_found"))
+		_, err := c.GetRide(t.Context(), "1")
+		var apiErr *APIError
+		if !errors.As(err, &apiErr) || apiErr.Code != "not_found" || len(s.keys) != 1 {
+			t.Fatalf("want one attempt and a not_found APIError, got %v after %d", err, len(s.keys))
+		}
+	})
+	t.Run("ListRidesSendsThePage", func(t *testing.T) {
+		t.Parallel()
+		var query string
+		server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			query = r.URL.RawQuery
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"object":"list","url":"/rides","data":[{"id":"9"},{"id":"8"}],"has_more":true}`)
+		}))
+		t.Cleanup(server.Close)
+		c := &Client{BaseURL: server.URL, Token: "rr_test"}
+		list, err := c.ListRides(t.Context(), ListParams{Limit: 2, StartingAfter: "10"})
+		if err != nil || len(list.Rides) != 2 || list.Rides[0].ID != "9" || !list.HasMore || query != "limit=2&starting_after=10" {
+			t.Fatalf("want the page of two with has_more, asked with limit and starting_after, got %+v, %v (query %q)", list, err, query)
+		}
+	})
+}

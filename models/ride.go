@@ -20,15 +20,18 @@ type Ride struct {
 	TargetLon        float64
 	StripeChargeID   *string
 	UserID           int64
+
+	// ReceiptSentAt is when the worker recorded the ride's receipt as sent; nil until then.
+	ReceiptSentAt *time.Time
 }
 
 const rideColumns = `id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat,
-	target_lon, stripe_charge_id, user_id`
+	target_lon, stripe_charge_id, user_id, receipt_sent_at`
 
 func scanRide(row interface{ Scan(...any) error }) (*Ride, error) {
 	var r Ride
 	err := row.Scan(&r.ID, &r.CreatedAt, &r.IdempotencyKeyID, &r.OriginLat, &r.OriginLon,
-		&r.TargetLat, &r.TargetLon, &r.StripeChargeID, &r.UserID)
+		&r.TargetLat, &r.TargetLon, &r.StripeChargeID, &r.UserID, &r.ReceiptSentAt)
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +79,53 @@ func RideGetByIDForUser(ctx context.Context, db DBTX, id, userID int64) (*Ride, 
 		return nil, fmt.Errorf("error getting ride %d: %w", id, notFound(err))
 	}
 	return ride, nil
+}
+
+// RideListForUser returns up to limit of a rider's rides, newest first (ties by id), and whether
+// more follow: those after the ride startingAfter if it is not zero, which must be one of the
+// rider's own (ErrNotFound otherwise). The index rides_user_id_created_at_id serves it.
+func RideListForUser(ctx context.Context, db DBTX, userID int64, limit int, startingAfter int64) ([]*Ride, bool, error) {
+	if startingAfter != 0 {
+		var exists bool
+		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM rides WHERE id = $1 AND user_id = $2)`,
+			startingAfter, userID).Scan(&exists); err != nil {
+			return nil, false, fmt.Errorf("error finding ride %d: %w", startingAfter, err)
+		}
+		if !exists {
+			return nil, false, fmt.Errorf("error listing rides after ride %d: %w", startingAfter, ErrNotFound)
+		}
+	}
+	// After a ride, the row comparison starts the index scan right past it.
+	after := `AND (created_at, id) < (SELECT created_at, id FROM rides WHERE id = $3)`
+	args := []any{userID, limit + 1, startingAfter}
+	if startingAfter == 0 {
+		after, args = "", args[:2]
+	}
+	rows, err := db.Query(ctx, `
+		SELECT `+rideColumns+`
+		FROM rides
+		WHERE user_id = $1 `+after+`
+		ORDER BY created_at DESC, id DESC
+		LIMIT $2`, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("error listing rides: %w", err)
+	}
+	defer rows.Close()
+	var rides []*Ride
+	for rows.Next() {
+		ride, err := scanRide(rows)
+		if err != nil {
+			return nil, false, fmt.Errorf("error listing rides: %w", err)
+		}
+		rides = append(rides, ride)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("error listing rides: %w", err)
+	}
+	if len(rides) > limit {
+		return rides[:limit], true, nil
+	}
+	return rides, false, nil
 }
 
 // RideSetStripeChargeID queues on batch the recording of the charge that paid for a ride.

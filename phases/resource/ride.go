@@ -20,6 +20,10 @@ type Ride struct {
 	TargetLon      float64   `json:"target_lon"`
 	StripeChargeID *string   `json:"stripe_charge_id"`
 	CreatedAt      time.Time `json:"created_at"`
+
+	// ReceiptSentAt is when the receipt was mailed, absent until then: so also from the 201,
+	// which must stay byte for byte what a retry replays.
+	ReceiptSentAt *time.Time `json:"receipt_sent_at,omitempty"`
 }
 
 // NewRide renders ride for clients.
@@ -32,7 +36,34 @@ func NewRide(ride *models.Ride) Ride {
 		TargetLon:      ride.TargetLon,
 		StripeChargeID: ride.StripeChargeID,
 		CreatedAt:      ride.CreatedAt.UTC(),
+		ReceiptSentAt:  utc(ride.ReceiptSentAt),
 	}
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// RideList is a page of a rider's rides, newest first, in Stripe's list shape: has_more says
+// whether another page follows, which GET /rides?starting_after= the last ride's id reads.
+type RideList struct {
+	Object  string `json:"object"` // always "list"
+	URL     string `json:"url"`    // always "/rides"
+	Data    []Ride `json:"data"`
+	HasMore bool   `json:"has_more"`
+}
+
+// NewRideList renders a page of rides for clients.
+func NewRideList(rides []*models.Ride, hasMore bool) RideList {
+	list := RideList{Object: "list", URL: "/rides", Data: make([]Ride, len(rides)), HasMore: hasMore}
+	for i, ride := range rides {
+		list.Data[i] = NewRide(ride)
+	}
+	return list
 }
 
 // RideCreated is the body of a successful ride request, stored with its idempotency key and
