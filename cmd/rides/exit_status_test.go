@@ -18,7 +18,7 @@ func TestExitStatus(t *testing.T) {
 	t.Parallel()
 	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusPaymentRequired)
-		fmt.Fprint(w, `{"status":402,"code":"card_declined","detail":"Your card was declined."}`)
+		fmt.Fprint(w, `{"status":402,"code":"card_declined","decline_code":"insufficient_funds","detail":"Your card has insufficient funds."}`)
 	}))
 	t.Cleanup(refusing.Close)
 	ride := []string{"-token", "rr_x", "-from", "37.7749,-122.4194", "-to", "37.3382,-121.8863"}
@@ -36,8 +36,13 @@ func TestExitStatus(t *testing.T) {
 			{"Usage", []string{"-token", "rr_x"}, exitUsage},
 			{"Unknown", unreachable, exitUnknown},
 		} {
-			if stdout, stderr, code := proctest.Run(t, rides, nil, c.args...); code != c.code {
+			stdout, stderr, code := proctest.Run(t, rides, nil, c.args...)
+			if code != c.code {
 				t.Errorf("%s: want exit status %d, got %d: %s%s", c.name, c.code, code, stdout, stderr)
+			}
+			// A decline says why, as the card's issuer put it, for the app to show its rider.
+			if c.code == exitRefused && !strings.Contains(stdout, `"decline_code":"insufficient_funds"`) {
+				t.Errorf("%s: want the decline_code in the outcome, got %s", c.name, stdout)
 			}
 		}
 	})

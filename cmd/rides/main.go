@@ -48,6 +48,7 @@ type outcome struct {
 	Ride           *client.Ride `json:"ride,omitempty"`
 	Status         int          `json:"status,omitempty"`
 	Code           string       `json:"code,omitempty"`
+	DeclineCode    string       `json:"decline_code,omitempty"` // the card issuer's reason, for card_declined
 	Error          string       `json:"error,omitempty"`
 }
 
@@ -98,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		out.Outcome, out.Attempts, out.Replayed, out.Ride = "booked", result.Attempts, result.Replayed, result.Ride
 	case errors.As(err, &apiErr):
 		out.Outcome, out.Attempts, out.Replayed = "refused", apiErr.Attempts, apiErr.Replayed
-		out.Status, out.Code, out.Error = apiErr.StatusCode, apiErr.Code, apiErr.Detail
+		out.Status, out.Code, out.DeclineCode, out.Error = apiErr.StatusCode, apiErr.Code, apiErr.DeclineCode, apiErr.Detail
 		code = exitRefused
 	case errors.As(err, &unknown):
 		out.Outcome, out.Attempts, out.Error = "unknown", unknown.Attempts, unknown.Last.Error()
