@@ -21,8 +21,13 @@ type Charge struct {
 	Status      string            `json:"status"` // "succeeded" or "failed"
 	Paid        bool              `json:"paid"`
 	Captured    bool              `json:"captured"`
-	FailureCode string            `json:"failure_code,omitempty"`
-	Created     time.Time         `json:"created"`
+
+	// AmountRefunded is what refunds took back of Amount; Refunded, whether all of it.
+	AmountRefunded int64 `json:"amount_refunded,omitempty"`
+	Refunded       bool  `json:"refunded,omitempty"`
+
+	FailureCode string    `json:"failure_code,omitempty"`
+	Created     time.Time `json:"created"`
 
 	// IdempotencyKey is the Idempotency-Key of the request that created the charge, empty if it
 	// had none.
@@ -253,23 +258,25 @@ type outcomeObject struct {
 	Type          string  `json:"type"`
 }
 
-// object needs no lock: a charge never changes once stored.
+// object reads what refunds change, so its caller holds the Server's lock.
 func (ch *Charge) object() chargeObject {
 	o := chargeObject{
-		ID:            ch.ID,
-		Object:        "charge",
-		Amount:        ch.Amount,
-		Captured:      ch.Captured,
-		Created:       ch.Created.Unix(),
-		Currency:      ch.Currency,
-		Customer:      nullable(ch.Customer),
-		Description:   nullable(ch.Description),
-		Metadata:      ch.Metadata,
-		Paid:          ch.Paid,
-		PaymentMethod: ch.card.id,
-		ReceiptEmail:  nullable(ch.receiptEmail),
-		Source:        ch.card.object(),
-		Status:        ch.Status,
+		ID:             ch.ID,
+		Object:         "charge",
+		Amount:         ch.Amount,
+		Captured:       ch.Captured,
+		Created:        ch.Created.Unix(),
+		Currency:       ch.Currency,
+		Customer:       nullable(ch.Customer),
+		Description:    nullable(ch.Description),
+		Metadata:       ch.Metadata,
+		Paid:           ch.Paid,
+		PaymentMethod:  ch.card.id,
+		ReceiptEmail:   nullable(ch.receiptEmail),
+		Source:         ch.card.object(),
+		Status:         ch.Status,
+		AmountRefunded: ch.AmountRefunded,
+		Refunded:       ch.Refunded,
 		Outcome: outcomeObject{
 			NetworkStatus: "approved_by_network",
 			RiskLevel:     "normal",

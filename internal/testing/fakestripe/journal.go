@@ -26,15 +26,17 @@ type journal struct {
 }
 
 // journalEntry is one line of the journal: what one request added. Customers and charges never
-// change once made, so adding is all there is to replay.
+// change once made but for refunds, which replaying a refund applies to its charge again, so
+// adding is all there is to replay.
 type journalEntry struct {
 	Customer   *customerRecord   `json:"customer,omitempty"`
 	Charge     *chargeRecord     `json:"charge,omitempty"`
+	Refund     *Refund           `json:"refund,omitempty"`
 	Idempotent *idempotentRecord `json:"idempotent,omitempty"`
 }
 
 func (e *journalEntry) empty() bool {
-	return e.Customer == nil && e.Charge == nil && e.Idempotent == nil
+	return e.Customer == nil && e.Charge == nil && e.Refund == nil && e.Idempotent == nil
 }
 
 type customerRecord struct {
@@ -205,6 +207,12 @@ func (s *Server) replay(e *journalEntry) error {
 		ch.card, ch.receiptEmail = *card, r.ReceiptEmail
 		s.charges = append(s.charges, &ch)
 		s.chargesByID[ch.ID] = &ch
+	}
+	if r := e.Refund; r != nil {
+		if s.chargesByID[r.Charge] == nil {
+			return fmt.Errorf("refund %s of charge %s, which the journal does not hold", r.ID, r.Charge)
+		}
+		s.applyRefund(r)
 	}
 	if r := e.Idempotent; r != nil {
 		s.idempotency.requests[idempotencyScope{account: r.Account, key: r.Key}] = &idempotentRequest{

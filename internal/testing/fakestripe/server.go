@@ -62,6 +62,8 @@ type Server struct {
 	customers       map[string]*customer
 	charges         []*Charge // in creation order
 	chargesByID     map[string]*Charge
+	refunds         []*Refund // oldest first
+	refundsByID     map[string]*Refund
 	pendingFaults   []FaultKind // consumed from the front, one per charge request
 	latency         time.Duration
 	chargeRequests  int
@@ -88,6 +90,7 @@ func New(opts Options) *Server {
 		closed:           make(chan struct{}),
 		customers:        make(map[string]*customer),
 		chargesByID:      make(map[string]*Charge),
+		refundsByID:      make(map[string]*Refund),
 	}
 
 	s.mux.Handle("POST /v1/customers", s.api(s.createCustomer))
@@ -95,6 +98,8 @@ func New(opts Options) *Server {
 	s.mux.Handle("POST /v1/charges", s.withChargeFaults(s.api(s.createCharge)))
 	s.mux.Handle("GET /v1/charges", s.api(s.listCharges))
 	s.mux.Handle("GET /v1/charges/{id}", s.api(s.retrieveCharge))
+	s.mux.Handle("POST /v1/refunds", s.api(s.createRefund))
+	s.mux.Handle("GET /v1/refunds/{id}", s.api(s.retrieveRefund))
 	s.mux.Handle("/v1/", s.api(unrecognizedURL))
 	s.routeControl()
 
@@ -132,6 +137,8 @@ func (s *Server) Reset() {
 	s.customers = make(map[string]*customer)
 	s.charges = nil
 	s.chargesByID = make(map[string]*Charge)
+	s.refunds = nil
+	s.refundsByID = make(map[string]*Refund)
 	s.pendingFaults = nil
 	s.latency = 0
 	s.chargeRequests = 0

@@ -54,10 +54,10 @@ func TestUnrecognizedURLIsNotFound(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 
-	_, err := b.stripe.Refunds.New(&stripe.RefundParams{Charge: stripe.String("ch_x")})
+	_, err := b.stripe.PaymentIntents.New(&stripe.PaymentIntentParams{Amount: stripe.Int64(2000), Currency: stripe.String("usd")})
 
 	stripeErr := requireStripeError(t, err, http.StatusNotFound, stripe.ErrorTypeInvalidRequest, "")
-	if !strings.Contains(stripeErr.Msg, "Unrecognized request URL (POST: /v1/refunds)") {
+	if !strings.Contains(stripeErr.Msg, "Unrecognized request URL (POST: /v1/payment_intents)") {
 		t.Errorf("got message %q", stripeErr.Msg)
 	}
 }
