@@ -180,29 +180,46 @@ func (c *Client) CreateRideWithKey(ctx context.Context, key string, params RideP
 	if err != nil {
 		return nil, fmt.Errorf("error encoding ride params: %w", err)
 	}
+	var result *Result
+	attempts, err := c.retry(ctx, func() (retryAfter time.Duration, err error) {
+		result, retryAfter, err = c.attempt(ctx, key, body)
+		return retryAfter, err
+	})
+	var apiErr *APIError
+	switch {
+	case err == nil:
+		result.Attempts = attempts
+		return result, nil
+	case errors.As(err, &apiErr):
+		return nil, apiErr
+	}
+	return nil, &UnknownOutcomeError{IdempotencyKey: key, Attempts: attempts, Last: err}
+}
+
+// retry runs try until it succeeds or answers a definitive *APIError, waiting between tries
+// with capped exponential backoff and full jitter, never less than the server's Retry-After,
+// for up to MaxElapsed. It returns how many tries it made and the last one's error (nil on
+// success, the *APIError with its Attempts set), or ctx's or the wait's error if they ended it.
+func (c *Client) retry(ctx context.Context, try func() (retryAfter time.Duration, err error)) (int, error) {
 	deadline := c.clock().Add(valueOr(c.MaxElapsed, DefaultMaxElapsed))
-
 	for attempt := 1; ; attempt++ {
-		result, retryAfter, err := c.attempt(ctx, key, body)
-		if result != nil {
-			result.Attempts = attempt
-			return result, nil
-		}
+		retryAfter, err := try()
 		var apiErr *APIError
-		if errors.As(err, &apiErr) {
+		switch {
+		case err == nil:
+			return attempt, nil
+		case errors.As(err, &apiErr):
 			apiErr.Attempts = attempt
-			return nil, apiErr
+			return attempt, apiErr
+		case ctx.Err() != nil:
+			return attempt, ctx.Err()
 		}
-		if ctx.Err() != nil {
-			return nil, &UnknownOutcomeError{IdempotencyKey: key, Attempts: attempt, Last: ctx.Err()}
-		}
-
 		wait := max(c.backoff(attempt), retryAfter)
 		if c.clock().Add(wait).After(deadline) {
-			return nil, &UnknownOutcomeError{IdempotencyKey: key, Attempts: attempt, Last: err}
+			return attempt, err
 		}
 		if err := c.wait(ctx, wait); err != nil {
-			return nil, &UnknownOutcomeError{IdempotencyKey: key, Attempts: attempt, Last: err}
+			return attempt, err
 		}
 	}
 }
@@ -248,28 +265,8 @@ func (c *Client) read(ctx context.Context, path string, query url.Values, out an
 	if len(query) > 0 {
 		endpoint += "?" + query.Encode()
 	}
-	deadline := c.clock().Add(valueOr(c.MaxElapsed, DefaultMaxElapsed))
-	for attempt := 1; ; attempt++ {
-		retryAfter, err := c.readOnce(ctx, endpoint, out)
-		if err == nil {
-			return nil
-		}
-		var apiErr *APIError
-		if errors.As(err, &apiErr) {
-			apiErr.Attempts = attempt
-			return apiErr
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		wait := max(c.backoff(attempt), retryAfter)
-		if c.clock().Add(wait).After(deadline) {
-			return err
-		}
-		if err := c.wait(ctx, wait); err != nil {
-			return err
-		}
-	}
+	_, err = c.retry(ctx, func() (time.Duration, error) { return c.readOnce(ctx, endpoint, out) })
+	return err
 }
 
 // readOnce sends one GET. It returns nil with out filled, a definitive *APIError, or a

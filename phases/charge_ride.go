@@ -124,10 +124,7 @@ func (e *Executor) recordCharge(ctx context.Context, tx *phaseTx, r *run, answer
 	case answer.stuckReason != "":
 		return e.needsReview(ctx, tx, r, answer.stuckReason, answer.stuckDetail)
 	}
-	if err := e.loadRide(ctx, tx, r); err != nil {
-		return nil, err
-	}
-	models.RideSetStripeChargeID(&tx.Writes, r.ride.ID, answer.charge.ID)
+	models.RideSetStripeChargeID(&tx.Writes, r.ride.ID, answer.charge.ID) // prepareCharge loaded the ride
 	r.ride.StripeChargeID = &answer.charge.ID
 	return SetRecoveryPoint{Name: models.RecoveryPointChargeCreated}, nil
 }

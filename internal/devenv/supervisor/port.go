@@ -28,14 +28,17 @@ const (
 // would then exit for want of its port). So the port is drawn at random below that range, where
 // the kernel never hands one out.
 func FreePort() (int, error) {
-	return FreePortBlock(0)
+	return FreePortBlock()
 }
 
 // FreePortBlock returns a port such that it and each port at one of offsets above it were free a
 // moment ago, drawn as FreePort draws: for a stack whose ports all follow one setting, as the
 // Procfile's follow PORT.
 func FreePortBlock(offsets ...int) (int, error) {
-	highest := ephemeralStart() - 1 - slices.Max(append(offsets, 0))
+	highest := ephemeralStart() - 1
+	if len(offsets) > 0 {
+		highest -= max(slices.Max(offsets), 0)
+	}
 	if highest-LowestFreePort < 1000 && len(offsets) == 0 { // a range configured to start low: use it as it is
 		return kernelPort()
 	}
