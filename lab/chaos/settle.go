@@ -116,7 +116,8 @@ func (s *soak) drain(ctx context.Context) error {
 			return nil
 		}
 		if time.Since(start) > drainWait {
-			s.progress("not drained after %s: %d staged jobs, %d receipt jobs pending, %d receipts unsent", drainWait, staged, pending, unsent)
+			s.progress("not drained after %s: %d staged jobs, %d receipt jobs pending (%s), %d receipts unsent",
+				drainWait, staged, pending, s.pendingJobStates(ctx), unsent)
 			return nil
 		}
 		if time.Since(start) > retryJobsAfter {
@@ -131,6 +132,21 @@ func (s *soak) drain(ctx context.Context) error {
 }
 
 // retryWaitingJobs makes receipt jobs waiting for a retry available now.
+// pendingJobStates says which states the receipt jobs left pending are in, and how many are in
+// each, attempts included: what to look at when a drain runs out of time.
+func (s *soak) pendingJobStates(ctx context.Context) string {
+	var states string
+	err := s.st.pool.QueryRow(ctx, `
+		SELECT coalesce(string_agg(state || ' attempt ' || attempt || ': ' || n, ', '), 'none')
+		FROM (SELECT state::text, attempt, count(*) AS n FROM river_job
+		      WHERE kind = $1 AND state NOT IN ('completed', 'cancelled', 'discarded')
+		      GROUP BY state, attempt ORDER BY state, attempt) AS pending`, jobargs.SendRideReceiptKind).Scan(&states)
+	if err != nil {
+		return "states unknown: " + err.Error()
+	}
+	return states
+}
+
 func (s *soak) retryWaitingJobs(ctx context.Context, riverClient *river.Client[pgx.Tx]) error {
 	rows, err := s.st.pool.Query(ctx, `SELECT id FROM river_job WHERE kind = $1 AND state IN ('retryable', 'scheduled')`, jobargs.SendRideReceiptKind)
 	if err != nil {
