@@ -10,6 +10,12 @@
 //
 // Its customers and charges live in memory unless -journal names a file to keep them in, which a
 // database kept between runs needs: the riders it holds are the stand-in's customers.
+//
+// It delivers webhook events (charge.succeeded, charge.refunded, charge.dispute.created) to
+// STRIPE_WEBHOOK_URL, an http or https URL, signed with STRIPE_WEBHOOK_SECRET as Stripe signs them
+// (the secret the receiving process verifies with; required with the URL), and retries each until
+// answered 2xx. Unset, it delivers none. The control API duplicates, reorders and delays
+// deliveries, and refunds or disputes charges as the dashboard and a rider's bank would.
 package main
 
 import (
@@ -59,8 +65,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("error parsing flags: %w", err)
 	}
 
+	webhookURL, webhookSecret, err := webhookSettings(getenv)
+	if err != nil {
+		return err
+	}
+
 	logger := bootstrap.NewLogger(stderr, cfg)
-	fake, err := newServer(*journalPath, fakestripe.Options{Logger: logger})
+	fake, err := newServer(*journalPath, fakestripe.Options{Logger: logger, WebhookURL: webhookURL, WebhookSecret: webhookSecret})
 	if err != nil {
 		return err
 	}
@@ -76,6 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	url := "http://" + listener.Addr().String()
 	fmt.Fprintln(stdout, url)
 	logger.InfoContext(ctx, "Fakestripe: listening", slog.String("url", url))
+	logWebhooks(ctx, logger, webhookURL)
 
 	// Release requests held by timeout faults as soon as shutdown starts, or draining would
 	// wait for them until the shutdown timeout.
@@ -84,6 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// connections as it has charges in flight: no cap per address.
 	guard := connguard.New(connguard.Limits{MaxConnsPerAddr: -1})
 	err = bootstrap.ServeHTTP(ctx, listener, fake, guard, logger, nil)
+	fake.Close() // returns once webhook deliveries have stopped, which AfterFunc may not have waited for
 	return errors.Join(err, fake.CloseJournal())
 }
 
@@ -112,4 +125,31 @@ func listenAddr(getenv func(string) string) (setting, addr string, err error) {
 		return "PORT", net.JoinHostPort("127.0.0.1", port), nil
 	}
 	return "-addr", net.JoinHostPort("127.0.0.1", defaultPort), nil
+}
+
+// webhookSettings returns where webhook events go and the secret that signs them:
+// STRIPE_WEBHOOK_URL, an absolute http or https URL, and STRIPE_WEBHOOK_SECRET, which it needs.
+// An unset URL delivers none.
+func webhookSettings(getenv func(string) string) (endpoint, secret string, err error) {
+	v, secret := getenv("STRIPE_WEBHOOK_URL"), getenv("STRIPE_WEBHOOK_SECRET")
+	if v == "" {
+		return "", "", nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", "", &cli.UsageError{Err: fmt.Errorf("STRIPE_WEBHOOK_URL %q: want the http or https URL of a webhook endpoint, as in http://127.0.0.1:5004/webhooks/stripe", v)}
+	}
+	if secret == "" {
+		return "", "", &cli.UsageError{Err: errors.New("STRIPE_WEBHOOK_URL is set but STRIPE_WEBHOOK_SECRET is not: set it to the secret the endpoint verifies signatures with, as in whsec_rocketrides")}
+	}
+	return v, secret, nil
+}
+
+// logWebhooks says in one line where webhook events go, or that they go nowhere.
+func logWebhooks(ctx context.Context, logger *slog.Logger, webhookURL string) {
+	if webhookURL == "" {
+		logger.InfoContext(ctx, "Fakestripe: webhooks off; set STRIPE_WEBHOOK_URL and STRIPE_WEBHOOK_SECRET to deliver events")
+		return
+	}
+	logger.InfoContext(ctx, "Fakestripe: delivering webhook events", slog.String("webhook_url", webhookURL))
 }

@@ -17,11 +17,17 @@ import (
 // printed.
 func start(t *testing.T, args ...string) (url string, stop func() error) {
 	t.Helper()
+	return startWithEnv(t, nil, args...)
+}
+
+// startWithEnv is start with the environment variables env.
+func startWithEnv(t *testing.T, env map[string]string, args ...string) (url string, stop func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	stdout, stdoutWriter := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, args, func(string) string { return "" }, stdoutWriter, t.Output())
+		done <- run(ctx, args, func(k string) string { return env[k] }, stdoutWriter, t.Output())
 	}()
 	url, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -25,6 +26,9 @@ type Charge struct {
 	// AmountRefunded is what refunds took back of Amount; Refunded, whether all of it.
 	AmountRefunded int64 `json:"amount_refunded,omitempty"`
 	Refunded       bool  `json:"refunded,omitempty"`
+
+	// Disputed is whether the rider's bank disputed the charge (see DisputeCharge).
+	Disputed bool `json:"disputed,omitempty"`
 
 	FailureCode string    `json:"failure_code,omitempty"`
 	Created     time.Time `json:"created"`
@@ -118,6 +122,7 @@ func (s *Server) createCharge(req *apiRequest) result {
 	if ch.Status == ChargeStatusFailed {
 		return failedExecuting(cardDeclined(ch.ID))
 	}
+	s.emit(EventChargeSucceeded, s.chargeEventObject(ch), req)
 	return succeeded(ch.object())
 }
 
@@ -247,6 +252,10 @@ type chargeObject struct {
 	Refunded       bool              `json:"refunded"`
 	Source         cardObject        `json:"source"`
 	Status         string            `json:"status"`
+
+	// Refunds is set in events only: since API version 2022-11-15 Stripe leaves it out of a
+	// charge unless expanded, which the stand-in does not do.
+	Refunds *refundListObject `json:"refunds,omitempty"`
 }
 
 // outcomeObject is Stripe's account of what the card network said.
@@ -258,7 +267,7 @@ type outcomeObject struct {
 	Type          string  `json:"type"`
 }
 
-// object reads what refunds change, so its caller holds the Server's lock.
+// object reads what refunds and disputes change, so its caller holds the Server's lock.
 func (ch *Charge) object() chargeObject {
 	o := chargeObject{
 		ID:             ch.ID,
@@ -277,6 +286,7 @@ func (ch *Charge) object() chargeObject {
 		Status:         ch.Status,
 		AmountRefunded: ch.AmountRefunded,
 		Refunded:       ch.Refunded,
+		Disputed:       ch.Disputed,
 		Outcome: outcomeObject{
 			NetworkStatus: "approved_by_network",
 			RiskLevel:     "normal",
@@ -298,5 +308,20 @@ func (ch *Charge) object() chargeObject {
 			Type:          "issuer_declined",
 		}
 	}
+	return o
+}
+
+// chargeEventObject is ch as an event carries it: with its refunds, newest first. The caller
+// holds s.mu.
+func (s *Server) chargeEventObject(ch *Charge) chargeObject {
+	o := ch.object()
+	list := &refundListObject{Object: "list", Data: []refundObject{}, URL: "/v1/charges/" + ch.ID + "/refunds"}
+	for _, rf := range slices.Backward(s.refunds) {
+		if rf.Charge == ch.ID {
+			list.Data = append(list.Data, rf.object())
+		}
+	}
+	list.TotalCount = len(list.Data)
+	o.Refunds = list
 	return o
 }

@@ -2,6 +2,7 @@ package fakestripe
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -15,7 +16,18 @@ import (
 //	POST /_fakestripe/faults  {"kind": "timeout", "count": 2}  (count defaults to 1)
 //	POST /_fakestripe/latency {"ms": 250}
 //	GET  /_fakestripe/charges[?idempotency_key=K]   -> {"charge_requests": 3, "charges": [...]}
+//	POST /_fakestripe/charges/{id}/refund           -> the refund, as Stripe's API shows it
+//	POST /_fakestripe/charges/{id}/dispute          -> the dispute, as Stripe's API shows it
+//	POST /_fakestripe/webhooks {"duplicate": 1, "reorder": true, "reorder_window_ms": 5000, "delay_ms": 100}
+//	GET  /_fakestripe/webhooks                       -> {"url": ..., "behavior": {...}, "events": [...], "deliveries": [...]}
 //	POST /_fakestripe/reset
+//
+// The charge actions are the dashboard's refund and a rider's bank's dispute (see RefundCharge
+// and DisputeCharge); one refused answers 404 for an unknown charge and 409 otherwise, with
+// {"error": message, "code": Stripe's code, if it has one}. POST /_fakestripe/webhooks sets the
+// behaviour of deliveries to come (see WebhookBehavior; fields left out are zero) and answers
+// it; GET lists every event emitted, each the Stripe Event object delivered, and every delivery
+// attempt (see WebhookDelivery).
 //
 // It takes no API key: it is a test harness on a loopback port, not part of Stripe.
 const ControlPathPrefix = "/_fakestripe/"
@@ -47,6 +59,10 @@ func (s *Server) routeControl() {
 	s.mux.HandleFunc("POST "+ControlPathPrefix+"faults", s.controlInjectFaults)
 	s.mux.HandleFunc("POST "+ControlPathPrefix+"latency", s.controlSetLatency)
 	s.mux.HandleFunc("GET "+ControlPathPrefix+"charges", s.controlCharges)
+	s.mux.HandleFunc("POST "+ControlPathPrefix+"charges/{id}/refund", s.controlRefundCharge)
+	s.mux.HandleFunc("POST "+ControlPathPrefix+"charges/{id}/dispute", s.controlDisputeCharge)
+	s.mux.HandleFunc("GET "+ControlPathPrefix+"webhooks", s.controlGetWebhooks)
+	s.mux.HandleFunc("POST "+ControlPathPrefix+"webhooks", s.controlSetWebhooks)
 	s.mux.HandleFunc("POST "+ControlPathPrefix+"reset", s.controlReset)
 }
 
@@ -100,6 +116,81 @@ func (s *Server) controlCharges(w http.ResponseWriter, r *http.Request) {
 	writeControl(w, http.StatusOK, res)
 }
 
+func (s *Server) controlRefundCharge(w http.ResponseWriter, r *http.Request) {
+	rf, err := s.RefundCharge(r.PathValue("id"))
+	if err != nil {
+		writeActionError(w, err)
+		return
+	}
+	writeControl(w, http.StatusOK, rf.object())
+}
+
+func (s *Server) controlDisputeCharge(w http.ResponseWriter, r *http.Request) {
+	dp, err := s.DisputeCharge(r.PathValue("id"))
+	if err != nil {
+		writeActionError(w, err)
+		return
+	}
+	writeControl(w, http.StatusOK, dp.object())
+}
+
+// webhookBehaviorJSON is a WebhookBehavior in the control API.
+type webhookBehaviorJSON struct {
+	Duplicate       int   `json:"duplicate"`
+	Reorder         bool  `json:"reorder"`
+	ReorderWindowMS int64 `json:"reorder_window_ms"`
+	DelayMS         int64 `json:"delay_ms"`
+}
+
+type webhooksResponse struct {
+	URL        string              `json:"url"` // empty: events are recorded, not delivered
+	Behavior   webhookBehaviorJSON `json:"behavior"`
+	Events     []json.RawMessage   `json:"events"`
+	Deliveries []WebhookDelivery   `json:"deliveries"`
+}
+
+func (s *Server) controlGetWebhooks(w http.ResponseWriter, r *http.Request) {
+	res := webhooksResponse{
+		URL:        s.webhooks.url,
+		Behavior:   behaviorJSON(s.webhookBehavior()),
+		Events:     []json.RawMessage{},
+		Deliveries: s.WebhookDeliveries(),
+	}
+	for _, ev := range s.WebhookEvents() {
+		res.Events = append(res.Events, ev.Payload)
+	}
+	if res.Deliveries == nil {
+		res.Deliveries = []WebhookDelivery{}
+	}
+	writeControl(w, http.StatusOK, res)
+}
+
+func (s *Server) controlSetWebhooks(w http.ResponseWriter, r *http.Request) {
+	var req webhookBehaviorJSON
+	if err := decodeControl(r, &req); err != nil {
+		writeControlError(w, err)
+		return
+	}
+	if req.Duplicate < 0 || req.ReorderWindowMS < 0 || req.DelayMS < 0 {
+		writeControlError(w, fmt.Errorf("duplicate, reorder_window_ms and delay_ms must not be negative, got %+v", req))
+		return
+	}
+	s.SetWebhookBehavior(WebhookBehavior{
+		Duplicate:     req.Duplicate,
+		Reorder:       req.Reorder,
+		ReorderWindow: time.Duration(req.ReorderWindowMS) * time.Millisecond,
+		Delay:         time.Duration(req.DelayMS) * time.Millisecond,
+	})
+	writeControl(w, http.StatusOK, behaviorJSON(s.webhookBehavior()))
+}
+
+func behaviorJSON(b WebhookBehavior) webhookBehaviorJSON {
+	return webhookBehaviorJSON{
+		Duplicate: b.Duplicate, Reorder: b.Reorder,
+		ReorderWindowMS: b.ReorderWindow.Milliseconds(), DelayMS: b.Delay.Milliseconds(),
+	}
+}
+
 func (s *Server) controlReset(w http.ResponseWriter, r *http.Request) {
 	s.Reset()
 	w.WriteHeader(http.StatusNoContent)
@@ -122,4 +213,19 @@ func writeControl(w http.ResponseWriter, status int, v any) {
 
 func writeControlError(w http.ResponseWriter, err error) {
 	writeControl(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+}
+
+// writeActionError answers a refused dashboard action with its status and Stripe's code, and any
+// other error, such as a journal that failed, with a 500.
+func writeActionError(w http.ResponseWriter, err error) {
+	var refused *RefusalError
+	if !errors.As(err, &refused) {
+		writeControl(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		return
+	}
+	body := map[string]string{"error": refused.Message}
+	if refused.Code != "" {
+		body["code"] = refused.Code
+	}
+	writeControl(w, refused.status(), body)
 }

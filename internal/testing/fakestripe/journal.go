@@ -25,18 +25,20 @@ type journal struct {
 	file *os.File
 }
 
-// journalEntry is one line of the journal: what one request added. Customers and charges never
-// change once made but for refunds, which replaying a refund applies to its charge again, so
-// adding is all there is to replay.
+// journalEntry is one line of the journal: what one request, or one dashboard action, added.
+// Customers and charges never change once made but for refunds and disputes, which replaying
+// applies to their charge again, so adding is all there is to replay. Webhook events and their
+// deliveries are not kept: a restarted stand-in has nothing left to deliver.
 type journalEntry struct {
 	Customer   *customerRecord   `json:"customer,omitempty"`
 	Charge     *chargeRecord     `json:"charge,omitempty"`
 	Refund     *Refund           `json:"refund,omitempty"`
+	Dispute    *Dispute          `json:"dispute,omitempty"`
 	Idempotent *idempotentRecord `json:"idempotent,omitempty"`
 }
 
 func (e *journalEntry) empty() bool {
-	return e.Customer == nil && e.Charge == nil && e.Refund == nil && e.Idempotent == nil
+	return e.Customer == nil && e.Charge == nil && e.Refund == nil && e.Dispute == nil && e.Idempotent == nil
 }
 
 type customerRecord struct {
@@ -179,10 +181,15 @@ func (j *journal) truncate() error {
 
 // record writes what req changed, if anything, to the journal of a Server made by Open.
 func (s *Server) record(req *apiRequest) error {
-	if s.journal == nil || req.changes.empty() {
+	return s.recordEntry(&req.changes)
+}
+
+// recordEntry writes entry, unless empty, to the journal of a Server made by Open.
+func (s *Server) recordEntry(entry *journalEntry) error {
+	if s.journal == nil || entry.empty() {
 		return nil
 	}
-	return s.journal.write(&req.changes)
+	return s.journal.write(entry)
 }
 
 // replay applies one journal entry to a Server being opened.
@@ -213,6 +220,12 @@ func (s *Server) replay(e *journalEntry) error {
 			return fmt.Errorf("refund %s of charge %s, which the journal does not hold", r.ID, r.Charge)
 		}
 		s.applyRefund(r)
+	}
+	if d := e.Dispute; d != nil {
+		if s.chargesByID[d.Charge] == nil {
+			return fmt.Errorf("dispute %s of charge %s, which the journal does not hold", d.ID, d.Charge)
+		}
+		s.applyDispute(d)
 	}
 	if r := e.Idempotent; r != nil {
 		s.idempotency.requests[idempotencyScope{account: r.Account, key: r.Key}] = &idempotentRequest{

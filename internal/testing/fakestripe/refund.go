@@ -32,9 +32,9 @@ var refundCreateParams = []string{
 // refundReasons are the reasons Stripe takes.
 var refundReasons = map[string]bool{"duplicate": true, "fraudulent": true, "requested_by_customer": true}
 
-// createRefund refunds a succeeded charge, by default whatever of it is not refunded yet. Like
-// Stripe, it refuses a charge refunded in full already (charge_already_refunded) and an amount
-// past what is left; with an Idempotency-Key, a retry gets the first refund again.
+// createRefund refunds a succeeded charge, by default whatever of it is not refunded yet, under
+// the rules of refundableAmount, and emits charge.refunded; with an Idempotency-Key, a retry gets
+// the first refund again.
 func (s *Server) createRefund(req *apiRequest) result {
 	p := req.params
 	if e := checkParams(p, refundCreateParams); e != nil {
@@ -65,32 +65,51 @@ func (s *Server) createRefund(req *apiRequest) result {
 	if !ok {
 		return rejected(noSuchResource(http.StatusBadRequest, "charge", "charge", chargeID))
 	}
+	amount, e = refundableAmount(ch, amount, amountGiven)
+	if e != nil {
+		return rejected(e)
+	}
+	rf := newRefund(ch, amount, reason, metadataParam(p), req.idempotencyKey)
+	s.applyRefund(rf)
+	s.emit(EventChargeRefunded, s.chargeEventObject(ch), req)
+	req.changes.Refund = rf
+	return succeeded(rf.object())
+}
+
+// refundableAmount is what a refund of ch takes: amount if given, else all that is left. Like
+// Stripe, it refuses a charge that did not succeed, one charged back by a dispute
+// (charge_disputed), one refunded in full already (charge_already_refunded) and an amount past
+// what is left. The caller holds s.mu.
+func refundableAmount(ch *Charge, amount int64, amountGiven bool) (int64, *apiError) {
 	left := ch.Amount - ch.AmountRefunded
 	switch {
 	case ch.Status != ChargeStatusSucceeded:
-		return rejected(invalidRequest("", "charge", fmt.Sprintf("Charge %s has not succeeded, so it cannot be refunded.", ch.ID)))
+		return 0, invalidRequest("", "charge", fmt.Sprintf("Charge %s has not succeeded, so it cannot be refunded.", ch.ID))
+	case ch.Disputed:
+		return 0, invalidRequest("charge_disputed", "charge", fmt.Sprintf("Charge %s has been charged back; cannot issue a refund.", ch.ID))
 	case left == 0:
-		return rejected(invalidRequest("charge_already_refunded", "charge", fmt.Sprintf("Charge %s has already been refunded.", ch.ID)))
+		return 0, invalidRequest("charge_already_refunded", "charge", fmt.Sprintf("Charge %s has already been refunded.", ch.ID))
 	case !amountGiven:
-		amount = left
+		return left, nil
 	case amount > left:
-		return rejected(invalidRequest("", "amount", fmt.Sprintf("Refund amount (%d) is greater than unrefunded amount on charge (%d).", amount, left)))
+		return 0, invalidRequest("", "amount", fmt.Sprintf("Refund amount (%d) is greater than unrefunded amount on charge (%d).", amount, left))
 	}
+	return amount, nil
+}
 
-	rf := &Refund{
+// newRefund makes a succeeded refund of amount of ch.
+func newRefund(ch *Charge, amount int64, reason string, metadata map[string]string, idempotencyKey string) *Refund {
+	return &Refund{
 		ID:             newID("re_"),
 		Charge:         ch.ID,
 		Amount:         amount,
 		Currency:       ch.Currency,
 		Reason:         reason,
-		Metadata:       metadataParam(p),
+		Metadata:       metadata,
 		Status:         "succeeded",
 		Created:        time.Now(),
-		IdempotencyKey: req.idempotencyKey,
+		IdempotencyKey: idempotencyKey,
 	}
-	s.applyRefund(rf)
-	req.changes.Refund = rf
-	return succeeded(rf.object())
 }
 
 // applyRefund records rf and takes its amount off its charge. The caller holds s.mu.
@@ -143,4 +162,13 @@ func (rf *Refund) object() refundObject {
 		ID: rf.ID, Object: "refund", Amount: rf.Amount, Charge: rf.Charge, Created: rf.Created.Unix(),
 		Currency: rf.Currency, Metadata: rf.Metadata, Reason: nullable(rf.Reason), Status: rf.Status,
 	}
+}
+
+// refundListObject is Stripe's list of a charge's refunds, newest first.
+type refundListObject struct {
+	Object     string         `json:"object"`
+	Data       []refundObject `json:"data"`
+	HasMore    bool           `json:"has_more"`
+	TotalCount int            `json:"total_count"`
+	URL        string         `json:"url"`
 }

@@ -7,7 +7,10 @@
 // Tests can make it misbehave the ways a network and a payment provider do (a 500, a request
 // that hangs, a charge whose response never arrives) and then ask how many charges it holds,
 // either through Go methods or, from another process, through a control API under
-// /_fakestripe/ (see control.go).
+// /_fakestripe/ (see control.go). They can also act on a charge as the dashboard or a rider's
+// bank would (refund it, dispute it), and receive what Stripe tells an account's webhook
+// endpoint of it all: signed events, retried until answered 2xx, which tests can have
+// duplicated, reordered or delayed (see webhook.go).
 package fakestripe
 
 import (
@@ -20,11 +23,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stripe/stripe-go/v76"
 )
 
-// stripeVersion is the API version stripe-go v76 pins; Stripe echoes the version a request ran
-// under, and the objects here are shaped after it.
-const stripeVersion = "2023-10-16"
+// stripeVersion is the API version stripe-go v76 pins (2023-10-16); Stripe echoes the version a
+// request ran under, renders events in it, and the objects here are shaped after it.
+const stripeVersion = stripe.APIVersion
 
 // defaultTimeoutFaultHang bounds a FaultTimeout whose client never gives up: longer than any
 // sane client timeout, short enough that a forgotten request cannot hold a test run for long.
@@ -42,6 +47,21 @@ type Options struct {
 	// TimeoutFaultHang is how long a FaultTimeout holds a request whose client never gives up.
 	// Zero means the default of 2 minutes.
 	TimeoutFaultHang time.Duration
+
+	// WebhookURL is the account's webhook endpoint: every event is POSTed there, signed with
+	// WebhookSecret. Empty (the default) delivers nothing; events are still recorded.
+	WebhookURL string
+
+	// WebhookSecret is the endpoint's signing secret ("whsec_..."), with which each delivery's
+	// Stripe-Signature header is computed.
+	WebhookSecret string
+
+	// WebhookRetryBase is the wait before retrying a delivery that failed, doubled after each
+	// further failure up to WebhookRetryMax. Zero means the default of 100ms.
+	WebhookRetryBase time.Duration
+
+	// WebhookRetryMax caps the wait between retries of a delivery. Zero means the default of 5s.
+	WebhookRetryMax time.Duration
 }
 
 // Server is the Stripe stand-in, an http.Handler safe for concurrent use. Its state lives in
@@ -54,6 +74,7 @@ type Server struct {
 	mux              *http.ServeMux
 	idempotency      *idempotencyStore
 	journal          *journal // nil: the state lives in memory only
+	webhooks         *webhooks
 
 	closed    chan struct{} // closed by Close, to release requests held by faults
 	closeOnce sync.Once
@@ -64,6 +85,8 @@ type Server struct {
 	chargesByID     map[string]*Charge
 	refunds         []*Refund // oldest first
 	refundsByID     map[string]*Refund
+	disputes        []*Dispute // oldest first
+	disputesByID    map[string]*Dispute
 	pendingFaults   []FaultKind // consumed from the front, one per charge request
 	latency         time.Duration
 	chargeRequests  int
@@ -91,6 +114,8 @@ func New(opts Options) *Server {
 		customers:        make(map[string]*customer),
 		chargesByID:      make(map[string]*Charge),
 		refundsByID:      make(map[string]*Refund),
+		disputesByID:     make(map[string]*Dispute),
+		webhooks:         newWebhooks(opts, logger),
 	}
 
 	s.mux.Handle("POST /v1/customers", s.api(s.createCustomer))
@@ -100,6 +125,7 @@ func New(opts Options) *Server {
 	s.mux.Handle("GET /v1/charges/{id}", s.api(s.retrieveCharge))
 	s.mux.Handle("POST /v1/refunds", s.api(s.createRefund))
 	s.mux.Handle("GET /v1/refunds/{id}", s.api(s.retrieveRefund))
+	s.mux.Handle("GET /v1/disputes/{id}", s.api(s.retrieveDispute))
 	s.mux.Handle("/v1/", s.api(unrecognizedURL))
 	s.routeControl()
 
@@ -117,14 +143,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Close releases every request a fault is holding, so that an http.Server in front of this one
-// can shut down. Requests that hit a timeout fault afterwards are dropped at once.
+// can shut down, and stops webhook deliveries: the one in flight is abandoned and Close returns
+// once its goroutine has. Requests that hit a timeout fault afterwards are dropped at once, and
+// events emitted afterwards are recorded but not delivered. Calling it again does nothing more.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.closed) })
+	s.webhooks.close()
 }
 
-// Reset forgets all customers, charges, idempotent results, pending faults, latency and the
-// charge request count, so that one long-running process can serve test after test. A journal
-// (see Open) is emptied too.
+// Reset forgets all customers, charges, refunds, disputes, idempotent results, pending faults,
+// latency and the charge request count, and all webhook events, deliveries (pending ones are
+// dropped) and webhook behaviour, so that one long-running process can serve test after test.
+// A journal (see Open) is emptied too.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -139,10 +169,13 @@ func (s *Server) Reset() {
 	s.chargesByID = make(map[string]*Charge)
 	s.refunds = nil
 	s.refundsByID = make(map[string]*Refund)
+	s.disputes = nil
+	s.disputesByID = make(map[string]*Dispute)
 	s.pendingFaults = nil
 	s.latency = 0
 	s.chargeRequests = 0
 	s.idempotency.reset()
+	s.webhooks.reset()
 }
 
 // apiRequest is one Stripe API request: who sent it, under which idempotency key, with which
