@@ -89,6 +89,11 @@ func errFromPhases(err error) *apiError {
 			"The request kept conflicting with concurrent requests. Retry shortly with the same Idempotency-Key.")
 		e.retryAfter = retryAfterInUse
 		return e
+	case errors.Is(err, phases.ErrRideBookingInProgress):
+		e := newError(http.StatusConflict, problem.CodeRequestConflict, "Ride booking in progress",
+			"The ride is still being booked and charged. Retry the cancel shortly with the same Idempotency-Key.")
+		e.retryAfter = retryAfterInUse
+		return e
 	case errors.Is(err, phases.ErrSimulationDisabled):
 		return errInvalidParameter("raise_error", "raise_error is only accepted when the server runs with SIMULATE_ERRORS=true.")
 	case errors.As(err, &unavailable):

@@ -77,3 +77,20 @@ func rideOutcome(status int, code problem.Code, replayed bool) string {
 		return metrics.RideError
 	}
 }
+
+// cancelOutcome names how a cancel ended, for rocketrides_cancel_requests_total: a problem code
+// of the cancel's own, or the outcome a ride request would have had.
+func cancelOutcome(status int, code problem.Code, replayed bool) string {
+	switch {
+	case replayed:
+		return metrics.RideReplayed
+	case status < 300:
+		return metrics.CancelCancelled
+	}
+	switch code {
+	case problem.CodeRideAlreadyCancelled, problem.CodeRideAlreadyRefunded, problem.CodeRideDisputed,
+		problem.CodeRideNotCharged, problem.CodeNotFound:
+		return string(code)
+	}
+	return rideOutcome(status, code, false)
+}

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -12,16 +13,20 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stripe/stripe-go/v76"
 
 	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
+	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/phases"
 )
 
 // TestOpenAPIDocument checks the contract itself: that the server serves it as it was built, and
@@ -55,7 +60,7 @@ func TestOpenAPIDocument(t *testing.T) {
 
 	t.Run("DescribesEveryRoute", func(t *testing.T) {
 		t.Parallel()
-		routes := api.NewServer(nil, nil, slog.New(slog.DiscardHandler), api.Config{}).Handler().(chi.Routes)
+		routes := api.NewServer(nil, nil, slog.New(slog.DiscardHandler), api.Config{StripeWebhookSecret: testWebhookSecret}).Handler().(chi.Routes)
 		var routed []string
 		err := chi.Walk(routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 			routed = append(routed, method+" "+route)
@@ -207,6 +212,12 @@ func TestContractAnswers(t *testing.T) {
 	get := func(path string, status int, code problem.Code) contractAnswer {
 		return contractAnswer{http.MethodGet, path, status, string(code)}
 	}
+	cancel := func(status int, code problem.Code) contractAnswer {
+		return contractAnswer{http.MethodPost, "/rides/{id}/cancel", status, string(code)}
+	}
+	webhook := func(status int, code problem.Code) contractAnswer {
+		return contractAnswer{http.MethodPost, "/webhooks/stripe", status, string(code)}
+	}
 
 	cases := []contractCase{
 		{answer: post(201, ""), send: func(t *testing.T, b *testBundle) *response {
@@ -338,6 +349,137 @@ func TestContractAnswers(t *testing.T) {
 			return b.whileShedding(t, func() *response { return listRides(t, b, "") })
 		}},
 
+		{answer: cancel(200, ""), send: func(t *testing.T, b *testBundle) *response {
+			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+			b.cancelRide(t, b.Rider, cancelKey, ride.ID).requireStatus(t, 200)
+			replay := b.cancelRide(t, b.Rider, cancelKey, ride.ID)
+			if replay.header.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("want the 200 replayed, got %v", replay.header)
+			}
+			return replay
+		}},
+		{answer: cancel(400, problem.CodeIdempotencyKeyMissing), send: func(t *testing.T, b *testBundle) *response {
+			return b.cancelRide(t, b.Rider, "", 1)
+		}},
+		{answer: cancel(400, problem.CodeIdempotencyKeyInvalid), send: func(t *testing.T, b *testBundle) *response {
+			return b.cancelRide(t, b.Rider, "too-short", 1)
+		}},
+		{answer: cancel(400, problem.CodeDuplicateHeader), send: func(t *testing.T, b *testBundle) *response {
+			header := http.Header{"Authorization": {"Bearer " + b.Rider.Token}, "Idempotency-Key": {cancelKey, cancelKey}}
+			return b.doHeader(t, http.MethodPost, "/rides/1/cancel", header, "")
+		}},
+		{answer: cancel(400, problem.CodeInvalidParameter), send: func(t *testing.T, b *testBundle) *response {
+			return b.do(t, http.MethodPost, "/rides/1/cancel", rideHeaders(b.Rider.Token, cancelKey), `{"reason": "changed my mind"}`)
+		}},
+		{answer: cancel(401, problem.CodeUnauthorized), send: func(t *testing.T, b *testBundle) *response {
+			return b.do(t, http.MethodPost, "/rides/1/cancel", map[string]string{"Idempotency-Key": cancelKey}, "")
+		}},
+		{answer: cancel(404, problem.CodeNotFound), send: func(t *testing.T, b *testBundle) *response {
+			b.cancelRide(t, b.Rider, cancelKey, 1).requireProblem(t, 404, problem.CodeNotFound)
+			return b.cancelRide(t, b.Rider, cancelKey, 1) // replayed
+		}},
+		{answer: cancel(409, problem.CodeRideAlreadyCancelled), send: func(t *testing.T, b *testBundle) *response {
+			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+			b.cancelRide(t, b.Rider, cancelKey, ride.ID).requireStatus(t, 200)
+			return b.cancelRide(t, b.Rider, cancelKey+"-2", ride.ID)
+		}},
+		{answer: cancel(409, problem.CodeRideAlreadyRefunded), send: func(t *testing.T, b *testBundle) *response {
+			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+			if _, err := b.Stripe.RefundCharge(*ride.StripeChargeID); err != nil {
+				t.Fatal(err)
+			}
+			return b.cancelRide(t, b.Rider, cancelKey, ride.ID)
+		}},
+		{answer: cancel(409, problem.CodeRideDisputed), send: func(t *testing.T, b *testBundle) *response {
+			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+			if _, err := b.Stripe.DisputeCharge(*ride.StripeChargeID); err != nil {
+				t.Fatal(err)
+			}
+			return b.cancelRide(t, b.Rider, cancelKey, ride.ID)
+		}},
+		{answer: cancel(409, problem.CodeRideNotCharged), send: func(t *testing.T, b *testBundle) *response {
+			b.postRide(t, b.DecliningRider, testKey, testBody).requireProblem(t, 402, problem.CodeCardDeclined)
+			return b.cancelRide(t, b.DecliningRider, cancelKey, b.onlyRide(t, b.DecliningRider.ID))
+		}},
+		{answer: cancel(409, problem.CodeIdempotencyKeyInUse), send: func(t *testing.T, b *testBundle) *response {
+			b.cancelRide(t, b.Rider, cancelKey, 1).requireProblem(t, 404, problem.CodeNotFound)
+			b.Exec(t, `UPDATE idempotency_keys SET recovery_point = 'started', response_code = NULL, response_body = NULL,
+				locked_at = now(), locked_until = now() + interval '1 minute', lock_generation = lock_generation + 1`)
+			return b.cancelRide(t, b.Rider, cancelKey, 1)
+		}},
+		{answer: cancel(409, problem.CodeRequestConflict), opts: setupOpts{simulateErrors: true}, send: func(t *testing.T, b *testBundle) *response {
+			// The ride is still being booked: its request stopped before the charge.
+			b.postRide(t, b.Rider, testKey, `{"origin_lat": 0, "origin_lon": 0, "target_lat": 0, "target_lon": 0, "raise_error": true}`)
+			resp := b.cancelRide(t, b.Rider, cancelKey, b.onlyRide(t, b.Rider.ID))
+			if resp.header.Get("Retry-After") == "" {
+				t.Errorf("want a Retry-After on a cancel to retry, got %v", resp.header)
+			}
+			return resp
+		}},
+		{answer: cancel(413, problem.CodeRequestTooLarge), send: func(t *testing.T, b *testBundle) *response {
+			return b.do(t, http.MethodPost, "/rides/1/cancel", rideHeaders(b.Rider.Token, cancelKey), strings.Repeat(" ", 65<<10))
+		}},
+		{answer: cancel(415, problem.CodeUnsupportedMediaType), send: func(t *testing.T, b *testBundle) *response {
+			headers := rideHeaders(b.Rider.Token, cancelKey)
+			headers["Content-Type"] = "text/plain"
+			return b.do(t, http.MethodPost, "/rides/1/cancel", headers, "please")
+		}},
+		{answer: cancel(422, problem.CodeIdempotencyKeyReused), send: func(t *testing.T, b *testBundle) *response {
+			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+			return b.cancelRide(t, b.Rider, testKey, ride.ID)
+		}},
+		{answer: cancel(429, problem.CodeRateLimited), opts: setupOpts{limits: oneRidePerMinute}, send: func(t *testing.T, b *testBundle) *response {
+			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+			return b.cancelRide(t, b.Rider, cancelKey, ride.ID)
+		}},
+		{answer: cancel(500, problem.CodeInternalError), send: func(t *testing.T, b *testBundle) *response {
+			b.Exec(t, `ALTER TABLE rides RENAME TO rides_gone`)
+			return b.cancelRide(t, b.Rider, cancelKey, 1)
+		}},
+		{answer: cancel(500, problem.CodePaymentNeedsReview), send: func(t *testing.T, b *testBundle) *response {
+			// Stripe already holds our cancel's idempotency key, for a refund of another charge:
+			// it refuses the key, and no retry can tell whether this ride was refunded.
+			other := b.postRide(t, b.Rider, testKey+"-other", testBody).rideCreated(t).Ride
+			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+			refund := &stripe.RefundParams{Charge: other.StripeChargeID}
+			refund.SetIdempotencyKey(b.stripeKeyOf(t, b.Rider.ID, cancelKey))
+			if _, err := b.StripeClient.Refunds.New(refund); err != nil {
+				t.Fatal(err)
+			}
+			b.cancelRide(t, b.Rider, cancelKey, ride.ID).requireProblem(t, 500, problem.CodePaymentNeedsReview)
+			return b.cancelRide(t, b.Rider, cancelKey, ride.ID) // replayed
+		}},
+		{answer: cancel(503, problem.CodePaymentProcessorUnavailable), opts: setupOpts{stripeTransport: failRefunds{}}, send: func(t *testing.T, b *testBundle) *response {
+			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+			return b.cancelRide(t, b.Rider, cancelKey, ride.ID)
+		}},
+		{answer: cancel(503, problem.CodeServiceUnavailable), opts: setupOpts{limits: oneInFlight}, send: func(t *testing.T, b *testBundle) *response {
+			return b.whileShedding(t, func() *response { return b.cancelRide(t, b.Rider, cancelKey, 1) })
+		}},
+
+		{answer: webhook(200, ""), send: func(t *testing.T, b *testBundle) *response {
+			return b.postEvent(t, stripeEvent("evt_contract", "charge.succeeded", refundedCharge("ch_x", false)), testWebhookSecret, time.Now())
+		}},
+		{answer: webhook(400, problem.CodeWebhookSignatureInvalid), send: func(t *testing.T, b *testBundle) *response {
+			return b.postEvent(t, stripeEvent("evt_contract", "charge.refunded", refundedCharge("ch_x", true)), "whsec_wrong", time.Now())
+		}},
+		{answer: webhook(400, problem.CodeInvalidParameter), send: func(t *testing.T, b *testBundle) *response {
+			return b.do(t, http.MethodPost, "/webhooks/stripe", map[string]string{"Stripe-Signature": "t=1,v1=00"},
+				strings.Repeat(" ", 257<<10))
+		}},
+		{answer: webhook(404, problem.CodeNotFound), opts: setupOpts{webhooksOff: true}, send: func(t *testing.T, b *testBundle) *response {
+			return b.postEvent(t, stripeEvent("evt_contract", "charge.refunded", refundedCharge("ch_x", true)), testWebhookSecret, time.Now())
+		}},
+		{answer: webhook(500, problem.CodeInternalError), send: func(t *testing.T, b *testBundle) *response {
+			b.Exec(t, `ALTER TABLE stripe_events RENAME TO stripe_events_gone`)
+			return b.postEvent(t, stripeEvent("evt_contract", "charge.refunded", refundedCharge("ch_x", true)), testWebhookSecret, time.Now())
+		}},
+		{answer: webhook(503, problem.CodeServiceUnavailable), opts: setupOpts{limits: oneInFlight}, send: func(t *testing.T, b *testBundle) *response {
+			return b.whileShedding(t, func() *response {
+				return b.postEvent(t, stripeEvent("evt_contract", "charge.refunded", refundedCharge("ch_x", true)), testWebhookSecret, time.Now())
+			})
+		}},
+
 		{answer: get("/healthz", 200, ""), send: func(t *testing.T, b *testBundle) *response {
 			return b.do(t, http.MethodGet, "/healthz", nil, "")
 		}},
@@ -351,6 +493,23 @@ func TestContractAnswers(t *testing.T) {
 		{answer: get("/openapi.yaml", 200, ""), send: func(t *testing.T, b *testBundle) *response {
 			return b.do(t, http.MethodGet, "/openapi.yaml", nil, "")
 		}},
+	}
+
+	// Every operation lists the 405 its path answers to a method it does not take.
+	for _, op := range []struct{ method, path, sent, other string }{
+		{http.MethodGet, "/rides", "/rides", http.MethodDelete},
+		{http.MethodPost, "/rides", "/rides", http.MethodPut},
+		{http.MethodGet, "/rides/{id}", "/rides/1", http.MethodPatch},
+		{http.MethodPost, "/rides/{id}/cancel", "/rides/1/cancel", http.MethodGet},
+		{http.MethodPost, "/webhooks/stripe", "/webhooks/stripe", http.MethodGet},
+		{http.MethodGet, "/healthz", "/healthz", http.MethodPost},
+		{http.MethodGet, "/readyz", "/readyz", http.MethodPost},
+		{http.MethodGet, "/openapi.yaml", "/openapi.yaml", http.MethodPost},
+	} {
+		cases = append(cases, contractCase{answer: contractAnswer{op.method, op.path, 405, string(problem.CodeMethodNotAllowed)},
+			send: func(t *testing.T, b *testBundle) *response {
+				return b.do(t, op.other, op.sent, map[string]string{"Authorization": "Bearer " + b.Rider.Token}, "")
+			}})
 	}
 
 	t.Run("CasesCoverTheContract", func(t *testing.T) {
@@ -425,4 +584,42 @@ func (b *testBundle) whileShedding(t *testing.T, send func() *response) *respons
 		t.Fatalf("want the request in flight booked once the table is free, got %d: %s", got.status, got.body)
 	}
 	return resp
+}
+
+// failRefunds is a Stripe transport that drops every refund before it reaches Stripe.
+type failRefunds struct{}
+
+func (failRefunds) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Path == "/v1/refunds" {
+		return nil, errors.New("connection reset by peer (test)")
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// onlyRide is the id of a rider's one ride.
+func (b *testBundle) onlyRide(t *testing.T, userID int64) int64 {
+	t.Helper()
+	var id int64
+	if err := b.Pool.QueryRow(t.Context(), `SELECT id FROM rides WHERE user_id = $1`, userID).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// stripeKeyOf is the Stripe idempotency key the API derives for a rider's client key.
+func (b *testBundle) stripeKeyOf(t *testing.T, userID int64, clientKey string) string {
+	t.Helper()
+	secret, err := models.StripeKeySecretGet(t.Context(), b.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return phases.StripeIdempotencyKey(secret, userID, clientKey)
+}
+
+// requireStatus checks a response's status.
+func (r *response) requireStatus(t *testing.T, status int) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("want %d, got %d: %s", status, r.status, r.body)
+	}
 }

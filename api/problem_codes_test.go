@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/internal/problem"
@@ -95,6 +96,33 @@ var pinnedCodes = []pinnedCode{
 		provoke: func(t *testing.T, b *testBundle) *response {
 			return b.postRide(t, b.Rider, testKey, `{"origin_lat": 0, "pad": "`+strings.Repeat("x", 64<<10)+`"}`)
 		}},
+	{code: "ride_already_cancelled", constant: problem.CodeRideAlreadyCancelled, status: 409,
+		provoke: func(t *testing.T, b *testBundle) *response {
+			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+			b.cancelRide(t, b.Rider, cancelKey, ride.ID).requireStatus(t, 200)
+			return b.cancelRide(t, b.Rider, cancelKey+"-2", ride.ID)
+		}},
+	{code: "ride_already_refunded", constant: problem.CodeRideAlreadyRefunded, status: 409,
+		provoke: func(t *testing.T, b *testBundle) *response {
+			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+			if _, err := b.Stripe.RefundCharge(*ride.StripeChargeID); err != nil {
+				t.Fatal(err)
+			}
+			return b.cancelRide(t, b.Rider, cancelKey, ride.ID)
+		}},
+	{code: "ride_disputed", constant: problem.CodeRideDisputed, status: 409,
+		provoke: func(t *testing.T, b *testBundle) *response {
+			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+			if _, err := b.Stripe.DisputeCharge(*ride.StripeChargeID); err != nil {
+				t.Fatal(err)
+			}
+			return b.cancelRide(t, b.Rider, cancelKey, ride.ID)
+		}},
+	{code: "ride_not_charged", constant: problem.CodeRideNotCharged, status: 409,
+		provoke: func(t *testing.T, b *testBundle) *response {
+			b.postRide(t, b.DecliningRider, testKey, testBody).requireProblem(t, 402, problem.CodeCardDeclined)
+			return b.cancelRide(t, b.DecliningRider, cancelKey, b.onlyRide(t, b.DecliningRider.ID))
+		}},
 	{code: "service_unavailable", constant: problem.CodeServiceUnavailable, status: 503,
 		provoke: func(t *testing.T, b *testBundle) *response {
 			b.Pool.Close()
@@ -108,6 +136,10 @@ var pinnedCodes = []pinnedCode{
 		provoke: func(t *testing.T, b *testBundle) *response {
 			return b.do(t, http.MethodPost, "/rides", map[string]string{
 				"Authorization": "Bearer " + b.Rider.Token, "Idempotency-Key": testKey, "Content-Type": "text/plain"}, testBody)
+		}},
+	{code: "webhook_signature_invalid", constant: problem.CodeWebhookSignatureInvalid, status: 400,
+		provoke: func(t *testing.T, b *testBundle) *response {
+			return b.postEvent(t, stripeEvent("evt_1", "charge.refunded", refundedCharge("ch_1", true)), "whsec_wrong", time.Now())
 		}},
 }
 

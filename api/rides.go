@@ -26,71 +26,132 @@ func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, apiErr)
 		return
 	}
+	code := writeOutcome(w, outcome)
+	s.metrics.RideRequests.WithLabelValues(rideOutcome(outcome.StatusCode, code, outcome.Replayed)).Inc()
+}
 
+// writeOutcome sends a request's stored outcome, marked as a replay when it is one, and returns
+// its problem code, if it is a problem.
+func writeOutcome(w http.ResponseWriter, outcome *phases.Outcome) problem.Code {
 	if outcome.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	var code problem.Code
 	if outcome.StatusCode >= 400 {
-		code = writeStoredProblem(w, outcome.StatusCode, outcome.Body)
-	} else {
-		writeBody(w, outcome.StatusCode, "application/json", outcome.Body)
+		return writeStoredProblem(w, outcome.StatusCode, outcome.Body)
 	}
-	s.metrics.RideRequests.WithLabelValues(rideOutcome(outcome.StatusCode, code, outcome.Replayed)).Inc()
+	writeBody(w, outcome.StatusCode, "application/json", outcome.Body)
+	return ""
 }
 
 // bookRide decodes and validates a ride request and runs it through the phases. It returns the
 // request's stored outcome, which may itself be an error that finished the request (a declined
 // card), or the error to answer with when the request did not finish.
 func (s *Server) bookRide(w http.ResponseWriter, r *http.Request) (*phases.Outcome, *apiError) {
-	user := userFrom(r.Context())
-
-	key, apiErr := idempotencyKeyFrom(r.Header)
+	key, body, apiErr := keyAndBody(w, r)
 	if apiErr != nil {
 		return nil, apiErr
 	}
-
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, newError(http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge, "Request too large",
-				"The request body must be at most 64 KiB.")
-		}
-		return nil, errInvalidParameter("", "The request body could not be read.")
-	}
-
 	params, raiseError, apiErr := parseRideParams(r.Header.Get("Content-Type"), body)
 	if apiErr != nil {
 		return nil, apiErr
 	}
+	user := userFrom(r.Context())
+	return s.runPhases(r, "ride request", func(ctx context.Context) (*phases.Outcome, error) {
+		return s.executor.CreateRide(ctx, &phases.CreateRideRequest{
+			User:           user,
+			IdempotencyKey: key,
+			Params:         params,
+			OriginIP:       clientAddr(r, s.trustedProxies),
+			RaiseError:     raiseError,
+		})
+	})
+}
 
-	// The work is detached from the client's connection: a client that hangs up mid-request
-	// would otherwise abort a phase halfway, which is safe but wasteful. The executor bounds it
-	// (phases.Config.RequestTimeout), and shutdown cancels it.
+// keyAndBody reads what every request run through the phases carries: its Idempotency-Key and
+// its body.
+func keyAndBody(w http.ResponseWriter, r *http.Request) (string, []byte, *apiError) {
+	key, apiErr := idempotencyKeyFrom(r.Header)
+	if apiErr != nil {
+		return "", nil, apiErr
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return "", nil, newError(http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge, "Request too large",
+				"The request body must be at most 64 KiB.")
+		}
+		return "", nil, errInvalidParameter("", "The request body could not be read.")
+	}
+	return key, body, nil
+}
+
+// runPhases runs a request through the phases and maps an error to the answer the client gets.
+// The work is detached from the client's connection: a client that hangs up mid-request would
+// otherwise abort a phase halfway, which is safe but wasteful. The executor bounds it
+// (phases.Config.RequestTimeout), and shutdown cancels it.
+func (s *Server) runPhases(r *http.Request, what string, run func(ctx context.Context) (*phases.Outcome, error)) (*phases.Outcome, *apiError) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	defer context.AfterFunc(s.workCtx, cancel)()
 
-	outcome, err := s.executor.CreateRide(ctx, &phases.CreateRideRequest{
-		User:           user,
-		IdempotencyKey: key,
-		Params:         params,
-		OriginIP:       clientAddr(r, s.trustedProxies),
-		RaiseError:     raiseError,
-	})
+	outcome, err := run(ctx)
 	if err != nil && s.workCtx.Err() != nil {
 		return nil, errShuttingDown()
 	}
 	if err != nil {
 		apiErr := errFromPhases(err)
 		if apiErr.problem.Status >= 500 {
-			s.logger.ErrorContext(ctx, "API: ride request failed",
-				slog.Int64("user_id", user.ID), slog.String("error", err.Error()))
+			s.logger.ErrorContext(ctx, "API: "+what+" failed",
+				slog.Int64("user_id", userFrom(r.Context()).ID), slog.String("error", err.Error()))
 		}
 		return nil, apiErr
 	}
 	return outcome, nil
+}
+
+// cancelRide is POST /rides/{id}/cancel: refund one of the caller's own charged rides, exactly
+// once per Idempotency-Key, and at most once per ride. It takes no parameters but the ride in the
+// path. Every answer is counted in rocketrides_cancel_requests_total by its outcome.
+func (s *Server) cancelRide(w http.ResponseWriter, r *http.Request) {
+	outcome, apiErr := s.cancel(w, r)
+	if apiErr != nil {
+		s.metrics.CancelRequests.WithLabelValues(cancelOutcome(apiErr.problem.Status, apiErr.problem.Code, false)).Inc()
+		writeProblem(w, apiErr)
+		return
+	}
+	code := writeOutcome(w, outcome)
+	s.metrics.CancelRequests.WithLabelValues(cancelOutcome(outcome.StatusCode, code, outcome.Replayed)).Inc()
+}
+
+// cancel validates a cancel and runs it through the phases, as bookRide does a booking.
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) (*phases.Outcome, *apiError) {
+	key, body, apiErr := keyAndBody(w, r)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	// A ride id that is no number names no ride; like any unknown ride, that is a 404, but not
+	// one stored on a key.
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil || id < 1 {
+		return nil, errNotFound("No such ride.")
+	}
+	raw, apiErr := decodeRideParams(r.Header.Get("Content-Type"), body)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	for name := range raw {
+		return nil, errInvalidParameter(name, "A cancel takes no parameters; "+name+" is not one.")
+	}
+	user := userFrom(r.Context())
+	return s.runPhases(r, "cancel", func(ctx context.Context) (*phases.Outcome, error) {
+		return s.executor.CancelRide(ctx, &phases.CancelRideRequest{
+			User:           user,
+			IdempotencyKey: key,
+			RideID:         id,
+			OriginIP:       clientAddr(r, s.trustedProxies),
+		})
+	})
 }
 
 // getRide is GET /rides/{id}: one of the caller's own rides. Anyone else's is a 404, so that

@@ -37,6 +37,9 @@ type Server struct {
 	// trustedProxies are the proxies whose X-Forwarded-For is believed (see clientAddr).
 	trustedProxies []netip.Prefix
 
+	// webhookSecret verifies Stripe's events; empty, and POST /webhooks/stripe is off.
+	webhookSecret string
+
 	// workCtx ends when AbortInFlight is called; every ride request's work hangs off it.
 	workCtx     context.Context
 	abortAction context.CancelFunc
@@ -54,6 +57,11 @@ type Config struct {
 	// TrustedProxies are the addresses of the proxies in front of the API whose
 	// X-Forwarded-For is believed; none, and it is ignored (see clientAddr).
 	TrustedProxies []netip.Prefix
+
+	// StripeWebhookSecret is the signing secret of our webhook endpoint at Stripe (whsec_…),
+	// which POST /webhooks/stripe verifies every event with. Empty turns the route off: an
+	// unverified event must never change a ride.
+	StripeWebhookSecret string
 }
 
 // NewServer returns a Server over executor, reading users and rides from pool.
@@ -69,6 +77,7 @@ func NewServer(pool *pgxpool.Pool, executor *phases.Executor, logger *slog.Logge
 		metrics:        config.Metrics,
 		pool:           pool,
 		trustedProxies: config.TrustedProxies,
+		webhookSecret:  config.StripeWebhookSecret,
 		workCtx:        workCtx,
 		abortAction:    abort,
 	}
@@ -92,12 +101,18 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", s.openAPI)
 
+	// Stripe's events carry no rider's token; their signature authenticates them.
+	if s.webhookSecret != "" {
+		r.With(s.shedLoad).Post("/webhooks/stripe", s.stripeWebhook)
+	}
+
 	// A request takes one of the process's slots (shedLoad) only once it passed its rider's own
 	// limits and, for a booking, sent its body: one rider's flood, or a client that trickles
 	// its body, holds slots of that rider's alone.
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.With(s.limitRider(s.limiter.rides), s.readBody, s.shedLoad).Post("/rides", s.createRide)
+		r.With(s.limitRider(s.limiter.rides), s.readBody, s.shedLoad).Post("/rides/{id}/cancel", s.cancelRide)
 		r.With(s.limitRider(s.limiter.reads), s.shedLoad).Get("/rides", s.listRides)
 		r.With(s.limitRider(s.limiter.reads), s.shedLoad).Get("/rides/{id}", s.getRide)
 	})

@@ -3,17 +3,24 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/webhook"
 
 	"github.com/rocketrides/rocketrides/internal/requestid"
 
 	"github.com/rocketrides/rocketrides/api"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
@@ -49,7 +56,16 @@ type setupOpts struct {
 
 	// trustedProxies are the API's trusted proxies (api.Config.TrustedProxies).
 	trustedProxies []netip.Prefix
+
+	// metrics, if set, receives the API's series.
+	metrics *metrics.API
+
+	// webhooksOff leaves the API without a webhook secret, which turns POST /webhooks/stripe off.
+	webhooksOff bool
 }
+
+// testWebhookSecret is the signing secret of the test API's webhook endpoint.
+const testWebhookSecret = "whsec_test_rocketrides"
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
 	t.Helper()
@@ -70,7 +86,12 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if opts.limits != nil {
 		limits = *opts.limits
 	}
-	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits, TrustedProxies: opts.trustedProxies}).Handler())
+	secret := testWebhookSecret
+	if opts.webhooksOff {
+		secret = ""
+	}
+	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits,
+		TrustedProxies: opts.trustedProxies, StripeWebhookSecret: secret, Metrics: opts.metrics}).Handler())
 	t.Cleanup(server.Close)
 	return &testBundle{Bundle: b, server: server, logs: logs}
 }
@@ -113,8 +134,9 @@ func (l *logBuffer) requireLine(t *testing.T, msg string) map[string]any {
 }
 
 const (
-	testKey  = "0ccb7813-e63d-4377-93c5-476cb93038f3"
-	testBody = `{"origin_lat": 37.7749, "origin_lon": -122.4194, "target_lat": 37.3382, "target_lon": -121.8863}`
+	testKey   = "0ccb7813-e63d-4377-93c5-476cb93038f3"
+	cancelKey = "cancel-9f1d2e3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
+	testBody  = `{"origin_lat": 37.7749, "origin_lon": -122.4194, "target_lat": 37.3382, "target_lon": -121.8863}`
 )
 
 // response is what a test request got back.
@@ -211,6 +233,58 @@ func (b *testBundle) postRide(t *testing.T, rider *ridetest.Rider, key, body str
 		"Idempotency-Key": key,
 		"Content-Type":    "application/json",
 	}, body)
+}
+
+// cancelRide sends a cancel of ride id as rider with key, with no body.
+func (b *testBundle) cancelRide(t *testing.T, rider *ridetest.Rider, key string, id int64) *response {
+	t.Helper()
+	return b.do(t, http.MethodPost, "/rides/"+strconv.FormatInt(id, 10)+"/cancel", map[string]string{
+		"Authorization":   "Bearer " + rider.Token,
+		"Idempotency-Key": key,
+	}, "")
+}
+
+// postEvent sends a Stripe event to the webhook, signed with secret at signedAt.
+func (b *testBundle) postEvent(t *testing.T, event string, secret string, signedAt time.Time) *response {
+	t.Helper()
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{
+		Payload: []byte(event), Secret: secret, Timestamp: signedAt})
+	return b.do(t, http.MethodPost, "/webhooks/stripe", map[string]string{
+		"Stripe-Signature": signed.Header,
+		"Content-Type":     "application/json; charset=utf-8",
+	}, event)
+}
+
+// stripeEvent is a Stripe Event of type about object, as Stripe sends it.
+func stripeEvent(id, eventType, object string) string {
+	return fmt.Sprintf(`{"id":%q,"object":"event","api_version":%q,"created":%d,"livemode":false,`+
+		`"pending_webhooks":1,"request":{"id":null,"idempotency_key":null},"type":%q,"data":{"object":%s}}`,
+		id, stripe.APIVersion, time.Now().Unix(), eventType, object)
+}
+
+// refundedCharge and dispute are the objects of charge.refunded and charge.dispute.created.
+func refundedCharge(chargeID string, full bool) string {
+	refunded := int64(0)
+	if full {
+		refunded = phases.RideAmountCents
+	}
+	return fmt.Sprintf(`{"id":%q,"object":"charge","amount":%d,"amount_refunded":%d,"currency":"usd","refunded":%t,"status":"succeeded"}`,
+		chargeID, phases.RideAmountCents, refunded, full)
+}
+
+func dispute(chargeID string) string {
+	return fmt.Sprintf(`{"id":"dp_test","object":"dispute","amount":%d,"charge":%q,"currency":"usd","reason":"fraudulent","status":"needs_response"}`,
+		phases.RideAmountCents, chargeID)
+}
+
+// rideStatus reads a ride's status.
+func (b *testBundle) rideStatus(t *testing.T, id int64) string {
+	t.Helper()
+	var status string
+	if err := b.Pool.QueryRow(t.Context(), `SELECT status FROM rides WHERE id = $1`, id).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	return status
 }
 
 // requireNothingStored checks that rejected requests left no trace.

@@ -8,7 +8,6 @@ package completer
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -224,18 +223,7 @@ func (c *Completer) complete(ctx context.Context, key *models.IdempotencyKey) (d
 	if err != nil {
 		return false, err
 	}
-	var params phases.RideParams
-	if err := json.Unmarshal(key.RequestParams, &params); err != nil {
-		return false, fmt.Errorf("error decoding params of idempotency key %d: %w", key.ID, err)
-	}
-
-	outcome, err := c.executor.CreateRide(ctx, &phases.CreateRideRequest{
-		User:           user,
-		IdempotencyKey: key.IdempotencyKey,
-		Params:         params,
-		OriginIP:       key.OriginIP,
-		ResumeOnly:     true,
-	})
+	outcome, err := c.executor.Resume(ctx, user, key)
 	if err != nil {
 		return false, fmt.Errorf("error completing idempotency key %d: %w", key.ID, err)
 	}

@@ -24,6 +24,10 @@ const (
 	// whether a charge exists.
 	AbandonedReasonStripeReplayedError = "stripe_replayed_error"
 
+	// AbandonedReasonStripeRefundRefused: Stripe refused a cancel's refund for a reason of ours
+	// (not a refund or dispute that got there first), which no retry changes.
+	AbandonedReasonStripeRefundRefused = "stripe_refund_refused"
+
 	// AbandonedReasonReapedUnfinished: the key reached the reaper's age without ever finishing,
 	// so neither its client nor the completer got it to a response, and deleting it would
 	// otherwise leave no trace of a request that may have created a ride or even charged for it.
@@ -33,7 +37,7 @@ const (
 // AbandonedReasons are the reasons above, for reports that show each, none included.
 var AbandonedReasons = []string{
 	AbandonedReasonStripeKeyExpired, AbandonedReasonStripeKeyConflict,
-	AbandonedReasonStripeReplayedError, AbandonedReasonReapedUnfinished,
+	AbandonedReasonStripeReplayedError, AbandonedReasonStripeRefundRefused, AbandonedReasonReapedUnfinished,
 }
 
 // AbandonedRequest is a request the system gave up on and a human must look at. It copies what

@@ -12,6 +12,9 @@ import (
 // AuditActionRideCreated is the audit action recorded with every new ride.
 const AuditActionRideCreated = "ride.created"
 
+// AuditActionRideCancelled is the audit action recorded when a cancel refunded a ride.
+const AuditActionRideCancelled = "ride.cancelled"
+
 // AuditRecord is a trail of who did what from where, kept for security reviews and for
 // reconstructing a request after the fact.
 type AuditRecord struct {

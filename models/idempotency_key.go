@@ -16,11 +16,14 @@ import (
 // from it instead of starting over; see package phases for the graph they form.
 type RecoveryPoint string
 
-// The recovery points of a ride request, in the order the phases reach them.
+// The recovery points of the requests, in the order the phases reach them. Every request starts
+// at started and ends at finished. A ride request (POST /rides) passes ride_created and
+// charge_created; a cancel (POST /rides/{id}/cancel) passes refund_created.
 const (
 	RecoveryPointStarted       RecoveryPoint = "started"
 	RecoveryPointRideCreated   RecoveryPoint = "ride_created"
 	RecoveryPointChargeCreated RecoveryPoint = "charge_created"
+	RecoveryPointRefundCreated RecoveryPoint = "refund_created"
 	RecoveryPointFinished      RecoveryPoint = "finished"
 )
 
@@ -98,6 +101,16 @@ func IdempotencyKeyGetByIDForUpdate(ctx context.Context, db DBTX, id int64) (*Id
 	return k, nil
 }
 
+// IdempotencyKeyRecoveryPoint returns the recovery point of key id, or ErrNotFound.
+func IdempotencyKeyRecoveryPoint(ctx context.Context, db DBTX, id int64) (RecoveryPoint, error) {
+	var point RecoveryPoint
+	err := db.QueryRow(ctx, `SELECT recovery_point FROM idempotency_keys WHERE id = $1`, id).Scan(&point)
+	if err != nil {
+		return "", fmt.Errorf("error getting recovery point of idempotency key %d: %w", id, notFound(err))
+	}
+	return point, nil
+}
+
 // IdempotencyKeyProgress is what an atomic phase records on its key as it commits: the recovery
 // point it reached and, at RecoveryPointFinished, the response to replay. A finished key is
 // unlocked in the same write.
@@ -106,8 +119,9 @@ type IdempotencyKeyProgress struct {
 	ResponseCode  *int
 	ResponseBody  json.RawMessage
 
-	// ChargeAttempted records that a charge is about to be sent to Stripe: charge_attempted_at
-	// becomes the database's now(), unless an earlier attempt set it already.
+	// ChargeAttempted records that the key's Stripe call (a ride's charge, a cancel's refund) is
+	// about to be sent: charge_attempted_at becomes the database's now(), unless an earlier
+	// attempt set it already.
 	ChargeAttempted bool
 }
 

@@ -3,11 +3,44 @@ package models
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
+
+// RideStatus is what became of a ride's charge after the booking.
+type RideStatus string
+
+// The states of a ride, in order of precedence: a ride only ever moves to a state of higher
+// precedence (RideRaiseStatus), so the webhooks that report them, which Stripe sends in no
+// particular order, leave a ride the same whatever order they arrive in. Our own cancel outranks
+// a refund Stripe reports (the refund was ours), and a dispute outranks everything, because a
+// person must answer it.
+const (
+	RideStatusBooked    RideStatus = "booked"    // charged, or not yet
+	RideStatusRefunded  RideStatus = "refunded"  // refunded in full from Stripe's dashboard
+	RideStatusCancelled RideStatus = "cancelled" // cancelled by the rider and refunded by us
+	RideStatusDisputed  RideStatus = "disputed"  // the rider's bank disputes the charge
+)
+
+// rideStatusOrder is the states in order of precedence.
+var rideStatusOrder = []RideStatus{RideStatusBooked, RideStatusRefunded, RideStatusCancelled, RideStatusDisputed}
+
+// Raise returns the state of higher precedence of s and to: what a ride at s moves to when to
+// is reported.
+func (s RideStatus) Raise(to RideStatus) RideStatus {
+	if slices.Index(rideStatusOrder, to) > slices.Index(rideStatusOrder, s) {
+		return to
+	}
+	return s
+}
+
+// rideStatusRank is the SQL of a status's precedence, for a status expression s.
+func rideStatusRank(s string) string {
+	return `array_position(ARRAY['booked', 'refunded', 'cancelled', 'disputed'], ` + s + `)`
+}
 
 // Ride is one trip a rider booked. StripeChargeID is nil until the charge went through.
 type Ride struct {
@@ -23,15 +56,27 @@ type Ride struct {
 
 	// ReceiptSentAt is when the worker recorded the ride's receipt as sent; nil until then.
 	ReceiptSentAt *time.Time
+
+	Status RideStatus
+
+	// StripeRefundID is the refund our cancel made; CancelIdempotencyKeyID the key of the cancel
+	// request that claimed the ride (nil again once the reaper recycled it).
+	StripeRefundID         *string
+	CancelIdempotencyKeyID *int64
+
+	// RefundReceiptSentAt is when the worker recorded the refund receipt as sent.
+	RefundReceiptSentAt *time.Time
 }
 
 const rideColumns = `id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat,
-	target_lon, stripe_charge_id, user_id, receipt_sent_at`
+	target_lon, stripe_charge_id, user_id, receipt_sent_at, status, stripe_refund_id,
+	cancel_idempotency_key_id, refund_receipt_sent_at`
 
 func scanRide(row interface{ Scan(...any) error }) (*Ride, error) {
 	var r Ride
 	err := row.Scan(&r.ID, &r.CreatedAt, &r.IdempotencyKeyID, &r.OriginLat, &r.OriginLon,
-		&r.TargetLat, &r.TargetLon, &r.StripeChargeID, &r.UserID, &r.ReceiptSentAt)
+		&r.TargetLat, &r.TargetLon, &r.StripeChargeID, &r.UserID, &r.ReceiptSentAt, &r.Status,
+		&r.StripeRefundID, &r.CancelIdempotencyKeyID, &r.RefundReceiptSentAt)
 	if err != nil {
 		return nil, err
 	}

@@ -61,10 +61,7 @@ func (e *Executor) prepareCharge(ctx context.Context, tx *phaseTx, r *run) (Phas
 	if err := e.loadRide(ctx, tx, r); err != nil {
 		return nil, err
 	}
-	if r.key.ChargeAttemptedAt == nil {
-		return ForeignMutationNext{}, nil
-	}
-	expired, err := models.IdempotencyKeyChargeAttemptOlderThan(ctx, tx, r.key.ID, e.config.StripeKeyMaxAge)
+	expired, err := e.stripeKeyExpired(ctx, tx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -76,13 +73,30 @@ func (e *Executor) prepareCharge(ctx context.Context, tx *phaseTx, r *run) (Phas
 	return ForeignMutationNext{}, nil
 }
 
+// stripeKeyExpired reports whether the key's Stripe call was first attempted longer ago than
+// Config.StripeKeyMaxAge: Stripe may have forgotten its idempotency key, and re-sending could
+// make the call a second time. A call never attempted has not.
+func (e *Executor) stripeKeyExpired(ctx context.Context, tx *phaseTx, r *run) (bool, error) {
+	if r.key.ChargeAttemptedAt == nil {
+		return false, nil
+	}
+	return models.IdempotencyKeyChargeAttemptOlderThan(ctx, tx, r.key.ID, e.config.StripeKeyMaxAge)
+}
+
 // sendCharge sends the charge and sorts Stripe's answer: an answer the next atomic phase
 // records, or an error that leaves the request at ride_created for a retry.
 func (e *Executor) sendCharge(ctx context.Context, r *run) (*chargeAnswer, error) {
 	start := time.Now()
-	charge, chargeErr := e.createCharge(ctx, r.key, r.req.User)
+	charge, chargeErr := e.createCharge(ctx, r.key, r.req.user)
 	answer, err := sortChargeAnswer(r.ride.ID, charge, chargeErr)
-	e.logStripeCall(ctx, r, time.Since(start), charge, chargeErr, answer, chargeOutcome(answer, err))
+	call := stripeCall{kind: "charge", took: time.Since(start), err: chargeErr, outcome: string(chargeOutcome(answer, err))}
+	if charge != nil {
+		call.objectID, call.response = charge.ID, charge.LastResponse
+	}
+	if answer != nil {
+		call.reason = answer.stuckReason
+	}
+	e.logStripeCall(ctx, r, call)
 	if e.hooks.afterCharge != nil {
 		e.hooks.afterCharge(ctx)
 	}
@@ -146,18 +160,24 @@ func (e *Executor) loadRide(ctx context.Context, tx *phaseTx, r *run) error {
 // abandoned_requests for a person, and stores a 500 that tells the client not to try again with
 // a new key (which could charge twice).
 func (e *Executor) needsReview(ctx context.Context, tx *phaseTx, r *run, reason, detail string) (PhaseAction, error) {
+	return e.recordForReview(ctx, tx, r, reason, detail,
+		"We could not confirm whether this ride was charged, and retrying cannot find out. Our team will review it; do not retry it with a new key.")
+}
+
+// recordForReview records a request that no retry can settle in abandoned_requests for a
+// person, and stores a 500 that tells the client so in answer.
+func (e *Executor) recordForReview(ctx context.Context, tx *phaseTx, r *run, reason, detail, answer string) (PhaseAction, error) {
 	key, ride := r.key, r.ride
 	recorded := *key
 	recorded.LastError = &detail
 	if _, err := models.AbandonedRequestInsertFromKey(ctx, tx, &recorded, reason, &ride.ID); err != nil {
 		return nil, err
 	}
-	e.logger.ErrorContext(ctx, "Phases: charge cannot be settled by retrying; recorded for review",
+	e.logger.ErrorContext(ctx, "Phases: Stripe call cannot be settled by retrying; recorded for review",
 		slog.Int64("idempotency_key_id", key.ID), slog.Int64("ride_id", ride.ID),
 		slog.String("reason", reason), slog.String("detail", detail))
 	return Response{Status: statusInternalServerError, Body: problem.New(statusInternalServerError,
-		problem.CodePaymentNeedsReview, "Payment needs review",
-		"We could not confirm whether this ride was charged, and retrying cannot find out. Our team will review it; do not retry it with a new key.")}, nil
+		problem.CodePaymentNeedsReview, "Payment needs review", answer)}, nil
 }
 
 // createCharge sends the charge to Stripe.

@@ -1,39 +1,48 @@
 package phases
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"sync"
+	"net/netip"
 
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// CreateRide runs a ride request to its end, or as far as it can get. It resumes from the key's
-// recovery point when the key exists, and returns the stored response when the key finished
-// before. On an error the key is unlocked at its last recovery point, so that a retry (the
-// client's or the completer's) resumes from there.
+// CreateRideRequest is one POST /rides, already authenticated and validated.
+type CreateRideRequest struct {
+	User           *models.User
+	IdempotencyKey string
+	Params         RideParams
+	OriginIP       netip.Addr
+
+	// RaiseError makes the request fail right after ride_created, to demonstrate recovery.
+	// Honoured only when Config.SimulateErrors is set; not part of the compared params.
+	RaiseError bool
+
+	// ResumeOnly makes the request work only a key that exists (see keyRequest.resumeOnly).
+	ResumeOnly bool
+}
+
+// CreateRidePath is the request path stored on the key of every ride request.
+const CreateRidePath = "/rides"
+
+// CreateRide runs a ride request to its end, or as far as it can get (see runRequest).
 func (e *Executor) CreateRide(ctx context.Context, req *CreateRideRequest) (*Outcome, error) {
 	if req.RaiseError && !e.config.SimulateErrors {
 		return nil, ErrSimulationDisabled
 	}
-
-	ctx, cancel := context.WithTimeout(ctx, e.config.RequestTimeout)
-	defer cancel()
-	r := &run{req: req, mu: &sync.Mutex{}}
-	if err := e.createRide(ctx, r); err != nil {
-		e.unlockAfterError(ctx, r, err)
-		return nil, err
-	}
-
-	// Postgres hands jsonb back in its own layout; compacting it keeps what clients see small
-	// and identical between the first answer and every replay.
-	var body bytes.Buffer
-	if err := json.Compact(&body, r.key.ResponseBody); err != nil {
-		return nil, fmt.Errorf("error compacting stored response: %w", err)
-	}
-	return &Outcome{StatusCode: *r.key.ResponseCode, Body: body.Bytes(), Replayed: r.replayed}, nil
+	return e.runRequest(ctx, keyRequest{
+		user:           req.User,
+		idempotencyKey: req.IdempotencyKey,
+		method:         methodPost,
+		path:           CreateRidePath,
+		originIP:       req.OriginIP,
+		params:         req.Params,
+		sameParams:     sameParamsAs(req.Params),
+		resumeOnly:     req.ResumeOnly,
+	}, func(ctx context.Context, r *run) error {
+		return e.createRide(ctx, r, req)
+	})
 }
 
 // createRide is the ride request, as the article's loop: two atomic phases around the one
@@ -41,13 +50,13 @@ func (e *Executor) CreateRide(ctx context.Context, req *CreateRideRequest) (*Out
 // points it covers, from wherever the key stands, in one SERIALIZABLE transaction that commits
 // them with the recovery point reached (atomicPhase); a phase that finishes the request early
 // (a declined card) stores its response, and the request ends there.
-func (e *Executor) createRide(ctx context.Context, r *run) error {
+func (e *Executor) createRide(ctx context.Context, r *run, req *CreateRideRequest) error {
 	// Atomic phase 1: find or create the key and lock it (upsertIdempotencyKey), then the local
 	// work up to the charge.
 	err := e.atomicPhase(ctx, r, func(ctx context.Context, tx *phaseTx, at models.RecoveryPoint) (PhaseAction, error) {
 		switch at {
 		case models.RecoveryPointStarted:
-			return e.createRideRecord(ctx, tx, r) // -> ride_created
+			return e.createRideRecord(ctx, tx, r, req.Params) // -> ride_created
 		case models.RecoveryPointRideCreated:
 			return e.prepareCharge(ctx, tx, r) // the charge is next: commit
 		}
@@ -69,7 +78,7 @@ func (e *Executor) createRide(ctx context.Context, r *run) error {
 	// Stripe idempotency key, so that Stripe charges once however often this is retried.
 	var answer *chargeAnswer
 	if r.key.RecoveryPoint == models.RecoveryPointRideCreated {
-		if r.req.RaiseError {
+		if req.RaiseError {
 			return ErrSimulated
 		}
 		if answer, err = e.sendCharge(ctx, r); err != nil {

@@ -9,8 +9,8 @@ import (
 // createRideRecord is the phase from started to ride_created: it inserts the ride and its audit
 // record. Nothing outside the database happens here, so it shares the atomic phase of the key's
 // upsert and of the charge's preparation.
-func (e *Executor) createRideRecord(_ context.Context, tx *phaseTx, r *run) (PhaseAction, error) {
-	key, params := r.key, r.req.Params
+func (e *Executor) createRideRecord(_ context.Context, tx *phaseTx, r *run, params RideParams) (PhaseAction, error) {
+	key := r.key
 	keyID := key.ID
 	r.ride = &models.Ride{
 		ID:               models.NewID(),
@@ -27,7 +27,7 @@ func (e *Executor) createRideRecord(_ context.Context, tx *phaseTx, r *run) (Pha
 		ID:           models.NewID(),
 		Action:       models.AuditActionRideCreated,
 		Data:         key.RequestParams,
-		OriginIP:     r.req.OriginIP,
+		OriginIP:     r.req.originIP,
 		ResourceID:   r.ride.ID,
 		ResourceType: "ride",
 		UserID:       key.UserID,

@@ -22,9 +22,12 @@
 package phases
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -146,23 +149,6 @@ func New(pool *pgxpool.Pool, stripe *client.API, logger *slog.Logger, config Con
 	}
 }
 
-// CreateRideRequest is one POST /rides, already authenticated and validated.
-type CreateRideRequest struct {
-	User           *models.User
-	IdempotencyKey string
-	Params         RideParams
-	OriginIP       netip.Addr
-
-	// RaiseError makes the request fail right after ride_created, to demonstrate recovery.
-	// Honoured only when Config.SimulateErrors is set; not part of the compared params.
-	RaiseError bool
-
-	// ResumeOnly makes the request work only a key that exists, and fail with ErrKeyNotFound
-	// rather than create one. The completer sets it: a key reaped between the completer finding
-	// it and running it must not come back as a new request, with a new ride and a new charge.
-	ResumeOnly bool
-}
-
 // Outcome is a finished request's stored response.
 type Outcome struct {
 	StatusCode int
@@ -173,15 +159,39 @@ type Outcome struct {
 	Replayed bool
 }
 
-// The request path and method stored on every key this package creates.
-const (
-	requestMethod = "POST"
-	requestPath   = "/rides"
-)
+// keyRequest is what every request type tells the executor about itself: which key it runs
+// under, and what the key stores and compares against every retry of it.
+type keyRequest struct {
+	user           *models.User
+	idempotencyKey string
+	method, path   string
+	originIP       netip.Addr
+
+	// params are stored on a new key as JSON; sameParams compares a retry's with them.
+	params     any
+	sameParams func(stored json.RawMessage) (bool, error)
+
+	// resumeOnly makes the request work only a key that exists, and fail with ErrKeyNotFound
+	// rather than create one. The completer sets it: a key reaped between the completer finding
+	// it and running it must not come back as a new request, with a new charge or refund.
+	resumeOnly bool
+}
+
+// sameParamsAs returns the comparison of a key's stored params with params, decoded into their
+// own type: parsed values compare equal where their JSON might not ("0" and "0.0").
+func sameParamsAs[P comparable](params P) func(stored json.RawMessage) (bool, error) {
+	return func(stored json.RawMessage) (bool, error) {
+		var s P
+		if err := json.Unmarshal(stored, &s); err != nil {
+			return false, fmt.Errorf("error decoding stored request params: %w", err)
+		}
+		return s == params, nil
+	}
+}
 
 // run is one run of a request through the phases: what it has learned so far.
 type run struct {
-	req *CreateRideRequest
+	req keyRequest
 
 	// key is the key as the last atomic phase committed it; nil until the first one has.
 	key *models.IdempotencyKey
@@ -200,6 +210,29 @@ type run struct {
 
 	// ride is the request's ride, once created or read.
 	ride *models.Ride
+}
+
+// runRequest runs a request of any type to its end, or as far as it can get: graph is the
+// request's own sequence of atomic phases and foreign state mutations (createRide, cancelRide).
+// It resumes from the key's recovery point when the key exists, and returns the stored response
+// when the key finished before. On an error the key is unlocked at its last recovery point, so
+// that a retry (the client's or the completer's) resumes from there.
+func (e *Executor) runRequest(ctx context.Context, req keyRequest, graph func(ctx context.Context, r *run) error) (*Outcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.config.RequestTimeout)
+	defer cancel()
+	r := &run{req: req, mu: &sync.Mutex{}}
+	if err := graph(ctx, r); err != nil {
+		e.unlockAfterError(ctx, r, err)
+		return nil, err
+	}
+
+	// Postgres hands jsonb back in its own layout; compacting it keeps what clients see small
+	// and identical between the first answer and every replay.
+	var body bytes.Buffer
+	if err := json.Compact(&body, r.key.ResponseBody); err != nil {
+		return nil, fmt.Errorf("error compacting stored response: %w", err)
+	}
+	return &Outcome{StatusCode: *r.key.ResponseCode, Body: body.Bytes(), Replayed: r.replayed}, nil
 }
 
 // keepLease renews the lease on r's key every third of Config.LockLease until the returned
@@ -286,5 +319,27 @@ func (e *Executor) unlockAfterError(ctx context.Context, r *run, runErr error) {
 		// The lease runs out by itself; a retry is only delayed by that much.
 		e.logger.ErrorContext(ctx, "Phases: failed to unlock idempotency key",
 			slog.Int64("idempotency_key_id", r.key.ID), slog.String("error", err.Error()))
+	}
+}
+
+// Resume runs an unfinished key's request to its end as its client would have, as user (the
+// key's), with the stored parameters and origin IP: the completer's way in, for requests of
+// every type. It works only a key that exists (ResumeOnly).
+func (e *Executor) Resume(ctx context.Context, user *models.User, key *models.IdempotencyKey) (*Outcome, error) {
+	switch {
+	case key.RequestPath == CreateRidePath:
+		var params RideParams
+		if err := json.Unmarshal(key.RequestParams, &params); err != nil {
+			return nil, fmt.Errorf("error decoding params of idempotency key %d: %w", key.ID, err)
+		}
+		return e.CreateRide(ctx, &CreateRideRequest{User: user, IdempotencyKey: key.IdempotencyKey,
+			Params: params, OriginIP: key.OriginIP, ResumeOnly: true})
+	default:
+		var params CancelRideParams
+		if err := json.Unmarshal(key.RequestParams, &params); err != nil || key.RequestPath != CancelRidePath(params.RideID) {
+			return nil, fmt.Errorf("idempotency key %d is of no request this release knows: %s %s", key.ID, key.RequestMethod, key.RequestPath)
+		}
+		return e.CancelRide(ctx, &CancelRideRequest{User: user, IdempotencyKey: key.IdempotencyKey,
+			RideID: params.RideID, OriginIP: key.OriginIP, ResumeOnly: true})
 	}
 }

@@ -22,9 +22,15 @@ const (
 	// FaultPointChargeAnswered: Stripe charged, and nothing recorded it yet.
 	FaultPointChargeAnswered FaultPoint = "charge_answered"
 
-	// FaultPointFinished: the last atomic phase committed the charge, the staged receipt and the
-	// response; the client has not been answered yet.
+	// FaultPointFinished: the last atomic phase of a ride or a cancel committed (the charge or
+	// refund, the staged receipt and the response); the client has not been answered yet.
 	FaultPointFinished FaultPoint = "finished"
+
+	// FaultPointCancelClaimed: a cancel's first atomic phase claimed the ride; the refund is next.
+	FaultPointCancelClaimed FaultPoint = "cancel_claimed"
+
+	// FaultPointRefundAnswered: Stripe refunded, and nothing recorded it yet.
+	FaultPointRefundAnswered FaultPoint = "refund_answered"
 )
 
 // FaultInjector acts at fault points; see internal/faults.

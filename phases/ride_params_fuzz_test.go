@@ -30,10 +30,10 @@ func FuzzSameParams(f *testing.F) {
 			t.Fatalf("error encoding %+v: %s", p, err)
 		}
 		for _, spelling := range [][]byte{stored, jsonbSpelling(p)} {
-			if same, err := sameParams(spelling, p); err != nil || !same {
+			if same, err := sameParamsAs(p)(spelling); err != nil || !same {
 				t.Fatalf("%+v stored as %s does not match itself (%v)", p, spelling, err)
 			}
-			if same, err := sameParams(spelling, q); err != nil || same != (p == q) {
+			if same, err := sameParamsAs(q)(spelling); err != nil || same != (p == q) {
 				t.Fatalf("%+v stored as %s against %+v: same=%t (%v), want %t", p, spelling, q, same, err, p == q)
 			}
 		}
@@ -86,7 +86,7 @@ func TestJSONBSpelling(t *testing.T) {
 		if want := string(jsonbSpelling(params)); fromPostgres != want {
 			t.Fatalf("Postgres gives %s back as %s, jsonbSpelling as %s", stored, fromPostgres, want)
 		}
-		if same, err := sameParams([]byte(fromPostgres), params); err != nil || !same {
+		if same, err := sameParamsAs(params)([]byte(fromPostgres)); err != nil || !same {
 			t.Fatalf("%+v read back from Postgres as %s does not match itself (%v)", params, fromPostgres, err)
 		}
 	}

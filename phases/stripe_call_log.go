@@ -45,36 +45,47 @@ func chargeOutcome(answer *chargeAnswer, err error) ChargeOutcome {
 	return ChargeCharged
 }
 
-// logStripeCall logs one line per charge sent to Stripe, with Stripe's own id of the call
-// (its Request-Id header), which is what Stripe's dashboard and support ask for. A call that
+// stripeCall is one call to Stripe as its log line tells it: a charge or a refund.
+type stripeCall struct {
+	kind     string // "charge" or "refund"
+	took     time.Duration
+	objectID string              // the charge's or refund's id, when Stripe made one
+	response *stripe.APIResponse // Stripe's answer to a call that succeeded
+	err      error
+	outcome  string // a ChargeOutcome or a RefundOutcome
+	reason   string // why the call needs review, if it does
+}
+
+// logStripeCall logs one line per charge or refund sent to Stripe, with Stripe's own id of the
+// call (its Request-Id header), which is what Stripe's dashboard and support ask for. A call that
 // got no answer has none. The line carries our request id too, from ctx (see
-// internal/requestid), so that a ride request and the Stripe calls it made can be matched.
-func (e *Executor) logStripeCall(ctx context.Context, r *run, took time.Duration, charge *stripe.Charge, err error, answer *chargeAnswer, outcome ChargeOutcome) {
+// internal/requestid), so that a request and the Stripe calls it made can be matched.
+func (e *Executor) logStripeCall(ctx context.Context, r *run, call stripeCall) {
 	attrs := []slog.Attr{
 		slog.Int64("ride_id", r.ride.ID),
 		slog.Int64("idempotency_key_id", r.key.ID),
-		slog.String("outcome", string(outcome)),
-		slog.Duration("duration", took),
+		slog.String("outcome", call.outcome),
+		slog.Duration("duration", call.took),
 	}
-	if outcome == ChargeNeedsReview {
-		attrs = append(attrs, slog.String("reason", answer.stuckReason))
+	if call.reason != "" {
+		attrs = append(attrs, slog.String("reason", call.reason))
 	}
 	var stripeErr *stripe.Error
 	switch {
-	case err == nil && charge != nil:
-		attrs = append(attrs, slog.String("stripe_charge_id", charge.ID))
-		if charge.LastResponse != nil {
-			attrs = append(attrs, slog.String("stripe_request_id", charge.LastResponse.RequestID))
+	case call.err == nil && call.objectID != "":
+		attrs = append(attrs, slog.String("stripe_"+call.kind+"_id", call.objectID))
+		if call.response != nil {
+			attrs = append(attrs, slog.String("stripe_request_id", call.response.RequestID))
 		}
-	case errors.As(err, &stripeErr):
+	case errors.As(call.err, &stripeErr):
 		attrs = append(attrs, slog.String("stripe_request_id", stripeErr.RequestID),
-			slog.Int("stripe_status", stripeErr.HTTPStatusCode), slog.String("error", err.Error()))
-	case err != nil:
-		attrs = append(attrs, slog.String("error", err.Error()))
+			slog.Int("stripe_status", stripeErr.HTTPStatusCode), slog.String("error", call.err.Error()))
+	case call.err != nil:
+		attrs = append(attrs, slog.String("error", call.err.Error()))
 	}
 	level := slog.LevelInfo
-	if outcome == ChargeUnavailable || outcome == ChargeError {
+	if call.outcome == string(ChargeUnavailable) || call.outcome == string(ChargeError) {
 		level = slog.LevelWarn
 	}
-	e.logger.LogAttrs(ctx, level, "Phases: charge sent to Stripe", attrs...)
+	e.logger.LogAttrs(ctx, level, "Phases: "+call.kind+" sent to Stripe", attrs...)
 }

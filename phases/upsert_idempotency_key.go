@@ -20,29 +20,29 @@ import (
 // ErrKeyInUse, or replays the response if the winner finished meanwhile.
 func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run) (newKey bool, err error) {
 	req := r.req
-	existing, err := models.IdempotencyKeyGetForUpdate(ctx, tx, req.User.ID, req.IdempotencyKey)
+	existing, err := models.IdempotencyKeyGetForUpdate(ctx, tx, req.user.ID, req.idempotencyKey)
 	if errors.Is(err, models.ErrNotFound) {
-		if req.ResumeOnly {
+		if req.resumeOnly {
 			return false, ErrKeyNotFound
 		}
-		params, err := json.Marshal(req.Params)
+		params, err := json.Marshal(req.params)
 		if err != nil {
 			return false, fmt.Errorf("error encoding request params: %w", err)
 		}
-		stripeKey, err := e.stripeIdempotencyKey(ctx, tx, req.User.ID, req.IdempotencyKey)
+		stripeKey, err := e.stripeIdempotencyKey(ctx, tx, req.user.ID, req.idempotencyKey)
 		if err != nil {
 			return false, err
 		}
 		r.key = &models.IdempotencyKey{
 			ID:                   models.NewID(),
-			IdempotencyKey:       req.IdempotencyKey,
-			RequestMethod:        requestMethod,
+			IdempotencyKey:       req.idempotencyKey,
+			RequestMethod:        req.method,
 			RequestParams:        params,
-			RequestPath:          requestPath,
-			OriginIP:             req.OriginIP,
+			RequestPath:          req.path,
+			OriginIP:             req.originIP,
 			RecoveryPoint:        models.RecoveryPointStarted,
 			StripeIdempotencyKey: stripeKey,
-			UserID:               req.User.ID,
+			UserID:               req.user.ID,
 		}
 		return true, nil
 	}
@@ -50,7 +50,12 @@ func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run
 		return false, err
 	}
 
-	same, err := sameParams(existing.RequestParams, req.Params)
+	// A key names one request: the same key on another route (a booking's key sent with a
+	// cancel, say) is as much a mismatch as other parameters on the same route.
+	if existing.RequestMethod != req.method || existing.RequestPath != req.path {
+		return false, ErrParamsMismatch
+	}
+	same, err := req.sameParams(existing.RequestParams)
 	if err != nil {
 		return false, err
 	}

@@ -21,9 +21,7 @@ func receiptMessage(ride *models.Ride, user *models.User, args jobargs.SendRideR
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "Thanks for flying with Rocket Rides!\n\n")
-	fmt.Fprintf(&b, "Ride       #%d, %s\n", ride.ID, ride.CreatedAt.UTC().Format("2 January 2006, 15:04 MST"))
-	fmt.Fprintf(&b, "From       %.5f, %.5f\n", ride.OriginLat, ride.OriginLon)
-	fmt.Fprintf(&b, "To         %.5f, %.5f\n", ride.TargetLat, ride.TargetLon)
+	writeRide(&b, ride)
 	fmt.Fprintf(&b, "Charged    %s to your card on file\n", amount)
 	fmt.Fprintf(&b, "Charge ID  %s\n\n", chargeID)
 	fmt.Fprintf(&b, "Questions about this charge? Reply to this email and quote the charge ID.\n\n")
@@ -44,7 +42,54 @@ func receiptMessage(ride *models.Ride, user *models.User, args jobargs.SendRideR
 // deduplicates would then drop a new ride's receipt as a copy of an old one. Exported for
 // internal/seed, which records receipts the way this worker does.
 func ReceiptMessageID(ride *models.Ride, domain string) string {
-	return fmt.Sprintf("<ride-%d.%d.receipt@%s>", ride.ID, ride.CreatedAt.UnixMicro(), domain)
+	return rideMessageID(ride, "receipt", domain)
+}
+
+// refundReceiptMessage renders the receipt of ride's refund: that the ride was cancelled, what
+// was given back to the card, and the refund to quote to support.
+func refundReceiptMessage(ride *models.Ride, user *models.User, args jobargs.SendRefundReceipt, from, messageIDDomain string) *mailer.Message {
+	amount := formatAmount(args.Amount, args.Currency)
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "Your ride was cancelled, and its charge refunded.\n\n")
+	writeRide(&b, ride)
+	fmt.Fprintf(&b, "Refunded   %s to your card on file\n", amount)
+	if ride.StripeRefundID != nil {
+		fmt.Fprintf(&b, "Refund ID  %s\n", *ride.StripeRefundID)
+	}
+	fmt.Fprintf(&b, "\nA refund can take 5 to 10 business days to show on your statement.\n")
+	if ride.StripeRefundID != nil {
+		fmt.Fprintf(&b, "Questions about this refund? Reply to this email and quote the refund ID.\n\n")
+	} else {
+		fmt.Fprintf(&b, "Questions about this refund? Reply to this email.\n\n")
+	}
+	fmt.Fprintf(&b, "Rocket Rides\n")
+
+	return &mailer.Message{
+		From:      from,
+		To:        user.Email,
+		Subject:   fmt.Sprintf("Your Rocket Rides refund: %s for ride #%d", amount, ride.ID),
+		Body:      b.String(),
+		MessageID: refundReceiptMessageID(ride, messageIDDomain),
+	}
+}
+
+// refundReceiptMessageID is to the refund receipt what ReceiptMessageID is to the ride's: the
+// same for every attempt, and another than the ride receipt's.
+func refundReceiptMessageID(ride *models.Ride, domain string) string {
+	return rideMessageID(ride, "refund-receipt", domain)
+}
+
+// rideMessageID is the Message-ID of ride's message of the given kind.
+func rideMessageID(ride *models.Ride, kind, domain string) string {
+	return fmt.Sprintf("<ride-%d.%d.%s@%s>", ride.ID, ride.CreatedAt.UnixMicro(), kind, domain)
+}
+
+// writeRide writes the lines of a receipt that say which ride it is about.
+func writeRide(b *strings.Builder, ride *models.Ride) {
+	fmt.Fprintf(b, "Ride       #%d, %s\n", ride.ID, ride.CreatedAt.UTC().Format("2 January 2006, 15:04 MST"))
+	fmt.Fprintf(b, "From       %.5f, %.5f\n", ride.OriginLat, ride.OriginLon)
+	fmt.Fprintf(b, "To         %.5f, %.5f\n", ride.TargetLat, ride.TargetLon)
 }
 
 // currencySymbols are the currencies a receipt writes with a symbol; others get their code.

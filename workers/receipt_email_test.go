@@ -77,3 +77,47 @@ func TestReceiptMessage(t *testing.T) {
 		t.Error("want the Message-ID stable for a ride and different for another ride with the same id")
 	}
 }
+
+func TestRefundReceiptMessage(t *testing.T) {
+	t.Parallel()
+
+	charge, refund := "ch_123", "re_456"
+	ride := &models.Ride{
+		ID: 123, CreatedAt: time.Date(2024, 3, 1, 12, 30, 0, 123456000, time.UTC),
+		OriginLat: 37.7749, OriginLon: -122.4194, TargetLat: 37.8044, TargetLon: -122.2712,
+		StripeChargeID: &charge, StripeRefundID: &refund, UserID: 7,
+	}
+	user := &models.User{ID: 7, Email: "rider@example.com"}
+	args := jobargs.SendRefundReceipt{RideID: 123, UserID: 7, Amount: 2000, Currency: "usd"}
+
+	m := refundReceiptMessage(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
+	if m.To != "rider@example.com" || m.From != "Rocket Rides <receipts@rocketrides.example>" {
+		t.Errorf("unexpected addresses %q -> %q", m.From, m.To)
+	}
+	if m.Subject != "Your Rocket Rides refund: $20.00 for ride #123" {
+		t.Errorf("unexpected subject %q", m.Subject)
+	}
+	if m.MessageID != "<ride-123.1709296200123456.refund-receipt@rocketrides.example>" {
+		t.Errorf("unexpected Message-ID %q", m.MessageID)
+	}
+	for _, want := range []string{
+		"Your ride was cancelled",
+		"Ride       #123, 1 March 2024, 12:30 UTC\n",
+		"From       37.77490, -122.41940\n",
+		"To         37.80440, -122.27120\n",
+		"Refunded   $20.00 to your card on file\n",
+		"Refund ID  re_456\n",
+		"quote the refund ID",
+	} {
+		if !strings.Contains(m.Body, want) {
+			t.Errorf("want the body to contain %q, got:\n%s", want, m.Body)
+		}
+	}
+
+	// Without a refund id the receipt still says what was refunded, and names no refund.
+	ride.StripeRefundID = nil
+	m = refundReceiptMessage(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
+	if !strings.Contains(m.Body, "Refunded   $20.00") || strings.Contains(m.Body, "Refund ID") || strings.Contains(m.Body, "quote the refund ID") {
+		t.Errorf("want the amount and no refund id, got:\n%s", m.Body)
+	}
+}

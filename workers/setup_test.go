@@ -152,7 +152,7 @@ func receiptArgs(ride *models.Ride) jobargs.SendRideReceipt {
 	return jobargs.SendRideReceipt{RideID: ride.ID, UserID: ride.UserID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency}
 }
 
-func (b *testBundle) insertJob(t *testing.T, args jobargs.SendRideReceipt, opts *river.InsertOpts) *rivertype.JobRow {
+func (b *testBundle) insertJob(t *testing.T, args river.JobArgs, opts *river.InsertOpts) *rivertype.JobRow {
 	t.Helper()
 	res, err := b.client.Insert(t.Context(), args, opts)
 	if err != nil {

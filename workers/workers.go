@@ -48,17 +48,21 @@ func Register(workers *river.Workers, deps Deps) error {
 	if deps.Metrics == nil {
 		deps.Metrics = metrics.NewWorker(nil)
 	}
-	receipts := &SendRideReceiptWorker{
+	receiptDeps := receiptDeps{
 		pool:            deps.Pool,
 		mailer:          deps.Mailer,
 		mailFrom:        from.String(),
 		messageIDDomain: from.Address[strings.LastIndexByte(from.Address, '@')+1:],
 		logger:          deps.Logger,
-		handedOver:      deps.Metrics.Receipts.WithLabelValues(handedOverResult(deps.Mailer)),
-		latency:         deps.Metrics.ReceiptLatency,
+		metrics:         deps.Metrics,
 	}
-	if err := river.AddWorkerSafely(workers, receipts); err != nil {
+	rideReceipts := &SendRideReceiptWorker{receiptSender: newReceiptSender(receiptDeps, rideReceipt)}
+	if err := river.AddWorkerSafely(workers, rideReceipts); err != nil {
 		return fmt.Errorf("error registering the receipt worker: %w", err)
+	}
+	refundReceipts := &SendRefundReceiptWorker{receiptSender: newReceiptSender(receiptDeps, refundReceipt)}
+	if err := river.AddWorkerSafely(workers, refundReceipts); err != nil {
+		return fmt.Errorf("error registering the refund receipt worker: %w", err)
 	}
 	return nil
 }

@@ -49,7 +49,11 @@ func run(ctx context.Context) error {
 	apiMetrics := metrics.NewAPI(reg)
 	guard := cfg.ConnGuard(apiMetrics.ShedConnection)
 	metrics.RegisterOpenConnections(reg, guard.Open)
-	server := api.NewServer(pool, executor, logger, api.Config{Limits: cfg.RateLimits, Metrics: apiMetrics, TrustedProxies: cfg.TrustedProxies})
+	if cfg.StripeWebhookSecret == "" {
+		logger.WarnContext(ctx, "API: STRIPE_WEBHOOK_SECRET is not set, so POST /webhooks/stripe is off: refunds and disputes made at Stripe will not reach rides")
+	}
+	server := api.NewServer(pool, executor, logger, api.Config{Limits: cfg.RateLimits, Metrics: apiMetrics,
+		TrustedProxies: cfg.TrustedProxies, StripeWebhookSecret: cfg.StripeWebhookSecret})
 	if err := bootstrap.ServeHTTP(ctx, listener, server.Handler(), guard, logger, server.AbortInFlight); err != nil {
 		return err
 	}

@@ -26,7 +26,8 @@ var ErrUnknownJobName = errors.New("unknown job name")
 // StagedJobNames and DecodeStagedJob both read it, so that the enqueuer never takes a staged job
 // that DecodeStagedJob does not know. package workers registers a worker for each.
 var stagedJobDecoders = map[string]func(args json.RawMessage) (river.JobArgs, *river.InsertOpts, error){
-	SendRideReceiptKind: decode[SendRideReceipt],
+	SendRideReceiptKind:   decode[SendRideReceipt],
+	SendRefundReceiptKind: decode[SendRefundReceipt],
 }
 
 // StagedJobNames are the staged job names DecodeStagedJob knows, sorted, for

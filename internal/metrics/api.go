@@ -32,6 +32,38 @@ var rideOutcomes = []string{
 	RidePaymentUnavailable, RideNeedsReview, RideRateLimited, RideInvalid, RideError,
 }
 
+// Cancel outcomes, the values of rocketrides_cancel_requests_total's outcome label. Those of a
+// ride that cannot be cancelled are the problem codes the rider got; the rest are the ride
+// request's outcomes.
+const (
+	CancelCancelled       = "cancelled"                              // 200: refunded, now
+	CancelAlreadyCanceled = string(problem.CodeRideAlreadyCancelled) // 409, stored
+	CancelAlreadyRefunded = string(problem.CodeRideAlreadyRefunded)  // 409, stored
+	CancelDisputed        = string(problem.CodeRideDisputed)         // 409, stored
+	CancelNotCharged      = string(problem.CodeRideNotCharged)       // 409, stored
+	CancelNotFound        = string(problem.CodeNotFound)             // 404, stored
+)
+
+// cancelOutcomes lists every outcome of a cancel.
+var cancelOutcomes = []string{
+	CancelCancelled, RideReplayed, CancelAlreadyCanceled, CancelAlreadyRefunded, CancelDisputed,
+	CancelNotCharged, CancelNotFound, RideKeyInUse, RideKeyReused, RideConflict, RidePaymentUnavailable,
+	RideNeedsReview, RideRateLimited, RideInvalid, RideError,
+}
+
+// Webhook results, the values of rocketrides_stripe_events_total's result label.
+const (
+	WebhookApplied          = "applied"           // a new event, applied
+	WebhookDuplicate        = "duplicate"         // an event applied before: nothing changed
+	WebhookIgnored          = "ignored"           // a type we do not act on
+	WebhookSignatureInvalid = "signature_invalid" // refused: not signed by Stripe with our secret
+	WebhookError            = "error"             // not applied for a failure of ours; Stripe retries
+)
+
+// WebhookTypeOther is the type label of every event type we do not act on, so that Stripe's
+// hundreds of types make one series.
+const WebhookTypeOther = "other"
+
 // API is the API process's own series.
 type API struct {
 	// HTTPRequests counts answered requests by route pattern (e.g. /rides/{id}, so that ids do
@@ -43,6 +75,13 @@ type API struct {
 
 	// RideRequests counts POST /rides by outcome (RideCreated, ...).
 	RideRequests *prometheus.CounterVec
+
+	// CancelRequests counts POST /rides/{id}/cancel by outcome (CancelCancelled, ...).
+	CancelRequests *prometheus.CounterVec
+
+	// StripeEvents counts the events POST /webhooks/stripe received, by type (one we act on, or
+	// WebhookTypeOther) and result (WebhookApplied, ...).
+	StripeEvents *prometheus.CounterVec
 
 	// RateLimited counts requests refused by one of the API's limits, by limit: rider_rate,
 	// rider_in_flight, rider_read_rate, rider_reads_in_flight, auth_failures, in_flight (shed).
@@ -71,6 +110,12 @@ func NewAPI(reg prometheus.Registerer) *API {
 		}, []string{"route"}),
 		RideRequests: newCounterByLabel("ride_requests_total", "Ride requests (POST /rides), by outcome.",
 			"outcome", rideOutcomes...),
+		CancelRequests: newCounterByLabel("cancel_requests_total", "Cancels (POST /rides/{id}/cancel), by outcome.",
+			"outcome", cancelOutcomes...),
+		StripeEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "stripe_events_total",
+			Help: "Stripe events received at POST /webhooks/stripe, by type and result.",
+		}, []string{"type", "result"}),
 		RateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "rate_limited_total",
 			Help: "Requests refused by one of the API's limits, by limit.",
@@ -78,7 +123,8 @@ func NewAPI(reg prometheus.Registerer) *API {
 	}
 	m.ConnectionsShed = newCounterByLabel("http_connections_shed_total",
 		"Connections closed to make room at a connection cap, by reason.", "reason", connectionShedReasons...)
-	register(reg, m.HTTPRequests, m.HTTPRequestDuration, m.RideRequests, m.RateLimited, m.ConnectionsShed)
+	register(reg, m.HTTPRequests, m.HTTPRequestDuration, m.RideRequests, m.CancelRequests, m.StripeEvents,
+		m.RateLimited, m.ConnectionsShed)
 	return m
 }
 

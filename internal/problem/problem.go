@@ -33,11 +33,16 @@ const (
 	CodePaymentProcessorUnavailable Code = "payment_processor_unavailable"
 	CodePaymentRejected             Code = "payment_rejected"
 	CodeRateLimited                 Code = "rate_limited"
+	CodeRideAlreadyCancelled        Code = "ride_already_cancelled"
+	CodeRideAlreadyRefunded         Code = "ride_already_refunded"
+	CodeRideDisputed                Code = "ride_disputed"
+	CodeRideNotCharged              Code = "ride_not_charged"
 	CodeRequestConflict             Code = "request_conflict"
 	CodeRequestTooLarge             Code = "request_too_large"
 	CodeServiceUnavailable          Code = "service_unavailable"
 	CodeUnauthorized                Code = "unauthorized"
 	CodeUnsupportedMediaType        Code = "unsupported_media_type"
+	CodeWebhookSignatureInvalid     Code = "webhook_signature_invalid"
 )
 
 // Problem is an RFC 9457 problem document extended with Code, for parameter errors Param, for

@@ -24,6 +24,14 @@ type Ride struct {
 	// ReceiptSentAt is when the receipt was mailed, absent until then: so also from the 201,
 	// which must stay byte for byte what a retry replays.
 	ReceiptSentAt *time.Time `json:"receipt_sent_at,omitempty"`
+
+	// Status is what became of the ride's charge: booked, cancelled, refunded or disputed.
+	// Absent from the 201 alone (a ride just booked is booked), which must stay byte for byte
+	// what earlier releases stored and replay.
+	Status string `json:"status,omitempty"`
+
+	// StripeRefundID is the refund a cancel made, absent until then.
+	StripeRefundID *string `json:"stripe_refund_id,omitempty"`
 }
 
 // NewRide renders ride for clients.
@@ -37,6 +45,8 @@ func NewRide(ride *models.Ride) Ride {
 		StripeChargeID: ride.StripeChargeID,
 		CreatedAt:      ride.CreatedAt.UTC(),
 		ReceiptSentAt:  utc(ride.ReceiptSentAt),
+		Status:         string(ride.Status),
+		StripeRefundID: ride.StripeRefundID,
 	}
 }
 
@@ -66,7 +76,7 @@ func NewRideList(rides []*models.Ride, hasMore bool) RideList {
 	return list
 }
 
-// RideCreated is the body of a successful ride request, stored with its idempotency key and
+// RideCreated is the body of a successful ride request or cancel, stored with its idempotency key and
 // replayed to every retry.
 type RideCreated struct {
 	Message string `json:"message"`
@@ -75,8 +85,19 @@ type RideCreated struct {
 
 // NewRideCreated is the body of a successful ride request that booked ride.
 func NewRideCreated(ride *models.Ride) RideCreated {
+	r := NewRide(ride)
+	r.Status = ""
 	return RideCreated{
 		Message: "Ride booked and paid. Your pilot is on the way!",
+		Ride:    r,
+	}
+}
+
+// NewRideCancelled is the body of a cancel that refunded ride, stored with its idempotency key
+// and replayed to every retry.
+func NewRideCancelled(ride *models.Ride) RideCreated {
+	return RideCreated{
+		Message: "Ride cancelled. Your charge is refunded to your card.",
 		Ride:    NewRide(ride),
 	}
 }

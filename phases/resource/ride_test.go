@@ -2,6 +2,7 @@ package resource
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,5 +33,28 @@ func TestNewRideCreated(t *testing.T) {
 		`"stripe_charge_id":"ch_123","created_at":"2024-05-06T05:08:09.123456Z"}}`
 	if string(got) != want {
 		t.Fatalf("want\n%s\ngot\n%s", want, got)
+	}
+}
+
+// A ride read back shows its status; a cancel's answer its refund too.
+func TestNewRideStatus(t *testing.T) {
+	t.Parallel()
+	chargeID, refundID := "ch_123", "re_456"
+	ride := &models.Ride{ID: 42, StripeChargeID: &chargeID, Status: models.RideStatusBooked}
+	got, err := json.Marshal(NewRide(ride))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"status":"booked"`; !strings.Contains(string(got), want) || strings.Contains(string(got), "stripe_refund_id") {
+		t.Errorf("want %s and no refund in %s", want, got)
+	}
+
+	ride.Status, ride.StripeRefundID = models.RideStatusCancelled, &refundID
+	got, err = json.Marshal(NewRideCancelled(ride))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"status":"cancelled","stripe_refund_id":"re_456"}`; !strings.Contains(string(got), want) {
+		t.Errorf("want %s in %s", want, got)
 	}
 }

@@ -79,6 +79,11 @@ type Config struct {
 	// StripeAPIKey (STRIPE_API_KEY, required to charge) is the secret key charges are made with.
 	StripeAPIKey string
 
+	// StripeWebhookSecret (STRIPE_WEBHOOK_SECRET, default unset: webhooks off) is the signing
+	// secret of our webhook endpoint at Stripe, which the API verifies every event at
+	// POST /webhooks/stripe with.
+	StripeWebhookSecret string
+
 	// StripeAPIURL (STRIPE_API_URL, default unset: Stripe's own) is the base URL of the Stripe
 	// API.
 	StripeAPIURL string
@@ -173,11 +178,13 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		Port:         api.PortDefault,
 		StripeAPIKey: getenv("STRIPE_API_KEY"),
 		StripeAPIURL: getenv("STRIPE_API_URL"),
-		MetricsAddr:  getenv("METRICS_ADDR"),
-		Host:         getenv("HOST"),
-		SMTPURL:      getenv("SMTP_URL"),
-		Faults:       getenv("FAULTS"),
-		MailFrom:     cmp.Or(getenv("MAIL_FROM"), workers.MailFromDefault),
+
+		StripeWebhookSecret: getenv("STRIPE_WEBHOOK_SECRET"),
+		MetricsAddr:         getenv("METRICS_ADDR"),
+		Host:                getenv("HOST"),
+		SMTPURL:             getenv("SMTP_URL"),
+		Faults:              getenv("FAULTS"),
+		MailFrom:            cmp.Or(getenv("MAIL_FROM"), workers.MailFromDefault),
 
 		MaxConnections:           connguard.MaxConnsDefault,
 		MaxConnectionsPerAddress: connguard.MaxConnsPerAddrDefault,

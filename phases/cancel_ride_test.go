@@ -1,0 +1,284 @@
+package phases
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"sync"
+	"testing"
+
+	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
+	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/phases/resource"
+)
+
+const cancelKey = "cancel-5b0e3c1e-9a4f-4c3e-8d2a-0f6e1c2b7a90"
+
+func newCancel(rider *ridetest.Rider, rideID int64, key string) *CancelRideRequest {
+	return &CancelRideRequest{User: rider.User, IdempotencyKey: key, RideID: rideID,
+		OriginIP: netip.MustParseAddr("203.0.113.7")}
+}
+
+// bookedRide books the test ride of rider and returns it.
+func (b *testBundle) bookedRide(t *testing.T, rider *ridetest.Rider) resource.Ride {
+	t.Helper()
+	return b.requireCreate(t, newRequest(rider)).Ride
+}
+
+// requireCancelled checks a cancel's 200 and returns the ride it answered with.
+func requireCancelled(t *testing.T, outcome *Outcome, err error) resource.Ride {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("want 200, got error: %s", err)
+	}
+	if outcome.StatusCode != 200 {
+		t.Fatalf("want 200, got %d: %s", outcome.StatusCode, outcome.Body)
+	}
+	var body resource.RideCreated
+	if err := json.Unmarshal(outcome.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Ride.Status != "cancelled" || body.Ride.StripeRefundID == nil {
+		t.Fatalf("want the ride cancelled with its refund, got %s", outcome.Body)
+	}
+	return body.Ride
+}
+
+// requireProblem checks a stored problem answer.
+func requireProblem(t *testing.T, outcome *Outcome, err error, status int, code problem.Code) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("want %d %s, got error: %s", status, code, err)
+	}
+	var p problem.Problem
+	if err := json.Unmarshal(outcome.Body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if outcome.StatusCode != status || p.Code != code {
+		t.Fatalf("want %d %s, got %d: %s", status, code, outcome.StatusCode, outcome.Body)
+	}
+}
+
+// requireRefunds checks how many refunds the stand-in holds for a charge.
+func (b *testBundle) requireRefunds(t *testing.T, chargeID string, want int) {
+	t.Helper()
+	n := 0
+	for _, refund := range b.Stripe.Refunds() {
+		if refund.Charge == chargeID {
+			n++
+		}
+	}
+	if n != want {
+		t.Fatalf("want %d refunds of %s at Stripe, got %d", want, chargeID, n)
+	}
+}
+
+func TestCancelRide(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("RefundsOnceAndReplays", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+
+		first, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey))
+		cancelled := requireCancelled(t, first, err)
+		b.requireRefunds(t, *ride.StripeChargeID, 1)
+
+		again, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey))
+		requireCancelled(t, again, err)
+		if !again.Replayed || string(again.Body) != string(first.Body) {
+			t.Fatalf("want the first answer replayed, got %s (replayed %t)", again.Body, again.Replayed)
+		}
+		b.requireRefunds(t, *ride.StripeChargeID, 1)
+
+		stored, err := models.RideGetByIDForUser(ctx, b.Pool, ride.ID, b.Rider.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored.Status != models.RideStatusCancelled || *stored.StripeRefundID != *cancelled.StripeRefundID {
+			t.Fatalf("want the ride cancelled with refund %s, got %s %v", *cancelled.StripeRefundID, stored.Status, stored.StripeRefundID)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM audit_records WHERE resource_id = $1 AND action = 'ride.cancelled'`, ride.ID); n != 1 {
+			t.Errorf("want 1 audit record of the cancel, got %d", n)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM staged_jobs WHERE job_name = 'send_refund_receipt' AND (job_args->>'ride_id')::bigint = $1`, ride.ID); n != 1 {
+			t.Errorf("want 1 staged refund receipt, got %d", n)
+		}
+	})
+
+	t.Run("AnotherKeyIsRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		outcome, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey))
+		requireCancelled(t, outcome, err)
+
+		outcome, err = b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey+"-2"))
+		requireProblem(t, outcome, err, 409, problem.CodeRideAlreadyCancelled)
+		b.requireRefunds(t, *ride.StripeChargeID, 1)
+
+		// The refusal is that key's final answer.
+		outcome, err = b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey+"-2"))
+		requireProblem(t, outcome, err, 409, problem.CodeRideAlreadyCancelled)
+		if !outcome.Replayed {
+			t.Error("want the 409 replayed")
+		}
+	})
+
+	t.Run("TwoKeysAtOnceRefundOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		var wg sync.WaitGroup
+		outcomes := make([]*Outcome, 4)
+		for i := range outcomes {
+			wg.Go(func() {
+				outcome, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey+string(rune('a'+i))))
+				if err != nil {
+					t.Errorf("cancel %d: %s", i, err)
+				}
+				outcomes[i] = outcome
+			})
+		}
+		wg.Wait()
+		ok := 0
+		for _, outcome := range outcomes {
+			if outcome != nil && outcome.StatusCode == 200 {
+				ok++
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("want exactly one cancel to succeed, got %d", ok)
+		}
+		b.requireRefunds(t, *ride.StripeChargeID, 1)
+	})
+
+	t.Run("AnotherRidersRideIsNotFound", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		other := b.NewRider(t, "tok_visa")
+		outcome, err := b.executor.CancelRide(ctx, newCancel(other, ride.ID, cancelKey))
+		requireProblem(t, outcome, err, 404, problem.CodeNotFound)
+		outcome, err = b.executor.CancelRide(ctx, newCancel(b.Rider, 12345, cancelKey))
+		requireProblem(t, outcome, err, 404, problem.CodeNotFound)
+		b.requireRefunds(t, *ride.StripeChargeID, 0)
+	})
+
+	t.Run("DeclinedRideWasNotCharged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		outcome, err := b.executor.CreateRide(ctx, newRequest(b.DecliningRider))
+		requireProblem(t, outcome, err, 402, problem.CodeCardDeclined)
+		var rideID int64
+		if err := b.Pool.QueryRow(ctx, `SELECT id FROM rides WHERE user_id = $1`, b.DecliningRider.ID).Scan(&rideID); err != nil {
+			t.Fatal(err)
+		}
+		outcome, err = b.executor.CancelRide(ctx, newCancel(b.DecliningRider, rideID, cancelKey))
+		requireProblem(t, outcome, err, 409, problem.CodeRideNotCharged)
+		if n := len(b.Stripe.Refunds()); n != 0 {
+			t.Fatalf("want no refund, got %d", n)
+		}
+	})
+
+	t.Run("RideStillBookingIsRetried", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		key := b.leaveBeforeCharge(t, b.Rider)
+		ride, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, key.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey)); !errors.Is(err, ErrRideBookingInProgress) {
+			t.Fatalf("want ErrRideBookingInProgress, got %v", err)
+		}
+		// Nothing was stored: once the booking finished, the same cancel refunds it.
+		b.requireCreate(t, newRequest(b.Rider))
+		outcome, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey))
+		requireCancelled(t, outcome, err)
+	})
+
+	t.Run("RefundedAtTheDashboard", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		if _, err := b.Stripe.RefundCharge(*ride.StripeChargeID); err != nil {
+			t.Fatal(err)
+		}
+		outcome, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey))
+		requireProblem(t, outcome, err, 409, problem.CodeRideAlreadyRefunded)
+		b.requireRefunds(t, *ride.StripeChargeID, 1)
+		b.requireStatus(t, ride.ID, models.RideStatusRefunded)
+	})
+
+	t.Run("DisputedAtTheBank", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		if _, err := b.Stripe.DisputeCharge(*ride.StripeChargeID); err != nil {
+			t.Fatal(err)
+		}
+		outcome, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey))
+		requireProblem(t, outcome, err, 409, problem.CodeRideDisputed)
+		b.requireRefunds(t, *ride.StripeChargeID, 0)
+		b.requireStatus(t, ride.ID, models.RideStatusDisputed)
+	})
+
+	t.Run("BookingKeyIsNotACancelKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		if _, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, testKey)); !errors.Is(err, ErrParamsMismatch) {
+			t.Fatalf("want ErrParamsMismatch, got %v", err)
+		}
+		b.requireRefunds(t, *ride.StripeChargeID, 0)
+	})
+
+	// The worst moment to die: Stripe refunded, and nothing recorded it. The retry sends the
+	// refund again under the same Stripe idempotency key, and Stripe replays it.
+	t.Run("FailureAfterTheRefundRefundsOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		// Fail atomic phase 2, the first to run at started once Stripe holds the refund.
+		b.executor.hooks.inPhase = func(_ context.Context, _ models.DBTX, p models.RecoveryPoint) error {
+			if p == models.RecoveryPointStarted && len(b.Stripe.Refunds()) > 0 {
+				return errInjected
+			}
+			return nil
+		}
+		if _, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey)); !errors.Is(err, errInjected) {
+			t.Fatalf("want the injected failure, got %v", err)
+		}
+		b.requireRefunds(t, *ride.StripeChargeID, 1)
+		key, err := models.IdempotencyKeyGetForUpdate(ctx, b.Pool, b.Rider.ID, cancelKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key.RecoveryPoint != models.RecoveryPointStarted || key.LockedAt != nil {
+			t.Fatalf("want the cancel unlocked at started, got %s locked %v", key.RecoveryPoint, key.LockedAt)
+		}
+
+		// The completer's way in: the key as stored.
+		b.executor.hooks.inPhase = nil
+		outcome, err := b.executor.Resume(ctx, b.Rider.User, key)
+		requireCancelled(t, outcome, err)
+		b.requireRefunds(t, *ride.StripeChargeID, 1)
+	})
+}
+
+// requireStatus checks a ride's status.
+func (b *testBundle) requireStatus(t *testing.T, rideID int64, want models.RideStatus) {
+	t.Helper()
+	var status models.RideStatus
+	if err := b.Pool.QueryRow(context.Background(), `SELECT status FROM rides WHERE id = $1`, rideID).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status != want {
+		t.Fatalf("want ride %d %s, got %s", rideID, want, status)
+	}
+}
