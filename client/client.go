@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -80,6 +81,11 @@ type Ride struct {
 	StripeChargeID *string    `json:"stripe_charge_id"`
 	CreatedAt      time.Time  `json:"created_at"`
 	ReceiptSentAt  *time.Time `json:"receipt_sent_at"` // nil until the receipt was mailed
+
+	// Status is what became of the ride's charge: booked, cancelled, refunded or disputed.
+	// Empty in a booking's answer, where the ride is booked.
+	Status         string  `json:"status"`
+	StripeRefundID *string `json:"stripe_refund_id"` // the refund a cancel made
 }
 
 // RideList is a page of the rider's rides, newest first.
@@ -180,9 +186,32 @@ func (c *Client) CreateRideWithKey(ctx context.Context, key string, params RideP
 	if err != nil {
 		return nil, fmt.Errorf("error encoding ride params: %w", err)
 	}
+	return c.send(ctx, "rides", key, body, http.StatusCreated)
+}
+
+// CancelRide cancels the rider's ride id and has its charge refunded in full, under a fresh
+// random Idempotency-Key.
+func (c *Client) CancelRide(ctx context.Context, id string) (*Result, error) {
+	key, err := NewIdempotencyKey()
+	if err != nil {
+		return nil, err
+	}
+	return c.CancelRideWithKey(ctx, key, id)
+}
+
+// CancelRideWithKey cancels ride id under key, retrying as CreateRideWithKey does. A ride that
+// cannot be cancelled is an *APIError: 404 not_found, or a 409 ride_already_cancelled,
+// ride_already_refunded, ride_disputed or ride_not_charged, which no retry changes.
+func (c *Client) CancelRideWithKey(ctx context.Context, key, id string) (*Result, error) {
+	return c.send(ctx, "rides/"+url.PathEscape(id)+"/cancel", key, nil, http.StatusOK)
+}
+
+// send runs a request under key to its final answer: success, the definitive *APIError, or the
+// *UnknownOutcomeError of one given up on.
+func (c *Client) send(ctx context.Context, path, key string, body []byte, success int) (*Result, error) {
 	var result *Result
 	attempts, err := c.retry(ctx, func() (retryAfter time.Duration, err error) {
-		result, retryAfter, err = c.attempt(ctx, key, body)
+		result, retryAfter, err = c.attempt(ctx, path, key, body, success)
 		return retryAfter, err
 	})
 	var apiErr *APIError
@@ -300,10 +329,13 @@ func (c *Client) readOnce(ctx context.Context, endpoint string, out any) (time.D
 	return retryAfter(resp.Header.Get("Retry-After")), &retryableAnswerError{status: resp.StatusCode, code: apiErr.Code}
 }
 
-// attempt sends one request. It returns a result, or a definitive *APIError, or a retryable
-// error together with the server's Retry-After.
-func (c *Client) attempt(ctx context.Context, key string, body []byte) (*Result, time.Duration, error) {
-	endpoint, err := url.JoinPath(c.BaseURL, "rides")
+// finalConflicts are the 409s a cancel stores on its key: final, as a replay of them is.
+var finalConflicts = []string{"ride_already_cancelled", "ride_already_refunded", "ride_disputed", "ride_not_charged"}
+
+// attempt sends one request to path. It returns a result (an answer of status success), or a
+// definitive *APIError, or a retryable error together with the server's Retry-After.
+func (c *Client) attempt(ctx context.Context, path, key string, body []byte, success int) (*Result, time.Duration, error) {
+	endpoint, err := url.JoinPath(c.BaseURL, path)
 	if err != nil {
 		return nil, 0, &APIError{Code: "invalid_base_url", Detail: err.Error()}
 	}
@@ -313,7 +345,9 @@ func (c *Client) attempt(ctx context.Context, key string, body []byte) (*Result,
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
@@ -326,20 +360,20 @@ func (c *Client) attempt(ctx context.Context, key string, body []byte) (*Result,
 	}
 	replayed := resp.Header.Get("Idempotent-Replayed") == "true"
 
-	if resp.StatusCode == http.StatusCreated {
-		var created struct {
+	if resp.StatusCode == success {
+		var answer struct {
 			Message string `json:"message"`
 			Ride    *Ride  `json:"ride"`
 		}
-		if err := json.Unmarshal(respBody, &created); err != nil || created.Ride == nil {
-			return nil, 0, fmt.Errorf("malformed 201 answer %q", respBody)
+		if err := json.Unmarshal(respBody, &answer); err != nil || answer.Ride == nil {
+			return nil, 0, fmt.Errorf("malformed %d answer %q", success, respBody)
 		}
-		return &Result{Ride: created.Ride, Message: created.Message, IdempotencyKey: key, Replayed: replayed}, 0, nil
+		return &Result{Ride: answer.Ride, Message: answer.Message, IdempotencyKey: key, Replayed: replayed}, 0, nil
 	}
 
 	apiErr := &APIError{StatusCode: resp.StatusCode, Replayed: replayed}
 	_ = json.Unmarshal(respBody, apiErr) // a body that is no problem document leaves the fields empty
-	if replayed || !retryable(resp.StatusCode) || apiErr.Code == "payment_needs_review" {
+	if replayed || !retryable(resp.StatusCode) || apiErr.Code == "payment_needs_review" || slices.Contains(finalConflicts, apiErr.Code) {
 		return nil, 0, apiErr
 	}
 	return nil, retryAfter(resp.Header.Get("Retry-After")), &retryableAnswerError{status: resp.StatusCode, code: apiErr.Code}

@@ -42,6 +42,12 @@ func status(code int, problemCode string, headers ...string) func(w http.Respons
 			fmt.Fprint(w, `{"message":"ok","ride":{"id":"7","stripe_charge_id":"ch_1"}}`)
 			return
 		}
+		if code == http.StatusOK {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			fmt.Fprint(w, `{"message":"ok","ride":{"id":"7","stripe_charge_id":"ch_1","status":"cancelled","stripe_refund_id":"re_1"}}`)
+			return
+		}
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.WriteHeader(code)
 		fmt.Fprintf(w, `{"status":%d,"code":%q,"title":"t","detail":"d"}`, code, problemCode)
@@ -228,4 +234,37 @@ func TestReads(t *testing.T) {
 			t.Fatalf("want the page of two with has_more, asked with limit and starting_after, got %+v, %v (query %q)", list, err, query)
 		}
 	})
+}
+
+func TestCancelRide(t *testing.T) {
+	t.Parallel()
+
+	t.Run("RetriesUnderOneKey", func(t *testing.T) {
+		t.Parallel()
+		c, s, _ := setup(t, hangUp, status(http.StatusServiceUnavailable, "payment_processor_unavailable", "Retry-After", "1"),
+			status(http.StatusOK, ""))
+		res, err := c.CancelRide(context.Background(), "7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Ride.Status != "cancelled" || res.Ride.StripeRefundID == nil || *res.Ride.StripeRefundID != "re_1" || res.Attempts != 3 {
+			t.Fatalf("want the cancelled ride on the third attempt, got %+v after %d", res.Ride, res.Attempts)
+		}
+		if len(s.keys) != 3 || s.keys[0] != s.keys[1] || s.keys[1] != s.keys[2] || s.keys[0] == "" {
+			t.Fatalf("want every attempt under one key, got %q", s.keys)
+		}
+	})
+
+	// A ride that cannot be cancelled is the key's stored answer: retrying only replays it.
+	for _, code := range []string{"ride_already_cancelled", "ride_already_refunded", "ride_disputed", "ride_not_charged"} {
+		t.Run(code, func(t *testing.T) {
+			t.Parallel()
+			c, s, _ := setup(t, status(http.StatusConflict, code), status(http.StatusOK, ""))
+			_, err := c.CancelRideWithKey(context.Background(), "cancel-key-0123456789abcdef", "7")
+			var apiErr *APIError
+			if !errors.As(err, &apiErr) || apiErr.Code != code || len(s.keys) != 1 {
+				t.Fatalf("want %s at once, got %v after %d attempts", code, err, len(s.keys))
+			}
+		})
+	}
 }

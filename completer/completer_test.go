@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -256,6 +257,41 @@ func TestCompleterRunOnce(t *testing.T) {
 		}
 		if n := b.Count(t, `SELECT count(*) FROM rides WHERE stripe_charge_id = $1`, b.SucceededCharges()[0].ID); n != 1 {
 			t.Fatal("want the ride to record the charge Stripe replayed")
+		}
+	})
+
+	// The completer finishes requests of every type: here a cancel whose refund Stripe made,
+	// but whose answer was lost on the way.
+	t.Run("FinishesCancelWhoseRefundWasMadeButNotRecorded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		booked, err := b.executor.CreateRide(context.Background(), newRequest(b.Rider))
+		if err != nil || booked.StatusCode != 201 {
+			t.Fatalf("want the ride booked, got %v %v", booked, err)
+		}
+		var rideID int64
+		if err := b.Pool.QueryRow(context.Background(), `SELECT id FROM rides WHERE user_id = $1`, b.Rider.ID).Scan(&rideID); err != nil {
+			t.Fatal(err)
+		}
+		lost := phases.New(b.Pool, b.FreshConnStripeClient(), slog.New(slog.DiscardHandler), phases.Config{})
+		b.Stripe.InjectRefundFaults(fakestripe.FaultChargeThenDrop, 1)
+		cancel := &phases.CancelRideRequest{User: b.Rider.User, IdempotencyKey: "completer-test-cancel-0001",
+			RideID: rideID, OriginIP: netip.MustParseAddr("203.0.113.7")}
+		if _, err := lost.CancelRide(context.Background(), cancel); err == nil {
+			t.Fatal("want the cancel to fail when the refund's answer is lost")
+		}
+		if n := len(b.Stripe.Refunds()); n != 1 {
+			t.Fatalf("want Stripe to hold the unrecorded refund, got %d", n)
+		}
+		b.Exec(t, `UPDATE idempotency_keys SET created_at = now() - interval '10 minutes', last_run_at = now() - interval '2 minutes'`)
+
+		b.runOnce(t, b.completer, Result{Succeeded: 1})
+		if n := len(b.Stripe.Refunds()); n != 1 {
+			t.Fatalf("want still exactly 1 refund, got %d", n)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM rides WHERE id = $1 AND status = 'cancelled' AND stripe_refund_id = $2`,
+			rideID, b.Stripe.Refunds()[0].ID); n != 1 {
+			t.Fatal("want the ride cancelled with the refund Stripe replayed")
 		}
 	})
 

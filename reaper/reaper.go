@@ -154,10 +154,10 @@ func (r *Reaper) reap(ctx context.Context, tx pgx.Tx) (*Result, error) {
 			continue
 		}
 		var rideID *int64
-		ride, err := models.RideGetByIdempotencyKeyID(ctx, tx, key.ID)
+		id, err := models.RideIDOfKey(ctx, tx, key.ID)
 		switch {
 		case err == nil:
-			rideID = &ride.ID
+			rideID = &id
 		case !errors.Is(err, models.ErrNotFound):
 			return nil, err
 		}

@@ -3,13 +3,29 @@ package reaper
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"net/http"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/rocketrides/rocketrides/internal/stripeclient"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/phases"
 )
+
+// refundsDropped is a Stripe transport on which every refund is lost on the way.
+type refundsDropped struct{}
+
+func (refundsDropped) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Path == "/v1/refunds" {
+		return nil, errors.New("connection reset by peer (test)")
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
 
 func TestReaperRunOnce(t *testing.T) {
 	t.Parallel()
@@ -102,6 +118,31 @@ func TestReaperRunOnce(t *testing.T) {
 		b.runOnce(t, b.reaper, Result{Reaped: 1, Abandoned: 1})
 		if n := b.Count(t, `SELECT count(*) FROM abandoned_requests WHERE recovery_point = 'started' AND ride_id IS NULL`); n != 1 {
 			t.Fatalf("want 1 record at started without a ride, got %d", n)
+		}
+	})
+
+	// A cancel that stopped after claiming its ride, the refund not known: a person must see
+	// which ride it was about.
+	t.Run("UnfinishedCancelIsRecordedWithItsRide", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		booking := b.request(t, b.Rider, false, "1 minute")
+		ride, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, booking.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		noRefunds := stripeclient.New(stripeclient.Config{APIKey: ridetest.StripeAPIKey, URL: b.Stripe.URL,
+			Timeout: ridetest.StripeTimeout, Transport: refundsDropped{}})
+		cancel := &phases.CancelRideRequest{User: b.Rider.User, IdempotencyKey: "reaper-test-cancel-000001",
+			RideID: ride.ID, OriginIP: netip.MustParseAddr("203.0.113.7")}
+		if _, err := phases.New(b.Pool, noRefunds, slog.New(slog.DiscardHandler), phases.Config{}).CancelRide(ctx, cancel); err == nil {
+			t.Fatal("want the cancel to fail with its refund dropped")
+		}
+		b.Exec(t, `UPDATE idempotency_keys SET created_at = now() - interval '73 hours' WHERE idempotency_key = $1`, cancel.IdempotencyKey)
+
+		b.runOnce(t, b.reaper, Result{Reaped: 1, Abandoned: 1})
+		if n := b.Count(t, `SELECT count(*) FROM abandoned_requests WHERE recovery_point = 'started' AND ride_id = $1`, ride.ID); n != 1 {
+			t.Fatalf("want the cancel recorded with its ride, got %d", n)
 		}
 	})
 

@@ -14,6 +14,7 @@ import (
 //
 //	GET  /_fakestripe/faults                         -> {"pending_faults": ["timeout", ...]}
 //	POST /_fakestripe/faults  {"kind": "timeout", "count": 2}  (count defaults to 1)
+//	POST /_fakestripe/faults  {"kind": "charge_then_drop", "on": "refunds"}  (on defaults to charges)
 //	POST /_fakestripe/latency {"ms": 250}
 //	GET  /_fakestripe/charges[?idempotency_key=K]   -> {"charge_requests": 3, "charges": [...]}
 //	POST /_fakestripe/charges/{id}/refund           -> the refund, as Stripe's API shows it
@@ -35,6 +36,7 @@ const ControlPathPrefix = "/_fakestripe/"
 type faultsRequest struct {
 	Kind  FaultKind `json:"kind"`
 	Count *int      `json:"count"`
+	On    string    `json:"on"` // "charges" (the default) or "refunds"
 }
 
 type faultsResponse struct {
@@ -87,8 +89,15 @@ func (s *Server) controlInjectFaults(w http.ResponseWriter, r *http.Request) {
 	case count < 1:
 		writeControlError(w, fmt.Errorf("count must be at least 1, got %d", count))
 		return
+	case req.On != "" && req.On != "charges" && req.On != "refunds":
+		writeControlError(w, fmt.Errorf(`on must be "charges" or "refunds", got %q`, req.On))
+		return
 	}
-	s.InjectChargeFaults(req.Kind, count)
+	if req.On == "refunds" {
+		s.InjectRefundFaults(req.Kind, count)
+	} else {
+		s.InjectChargeFaults(req.Kind, count)
+	}
 	writeControl(w, http.StatusOK, faultsResponse{PendingFaults: s.PendingFaults()})
 }
 

@@ -56,6 +56,20 @@ func (s *Server) InjectChargeFaults(kind FaultKind, n int) {
 	}
 }
 
+// InjectRefundFaults queues n faults of kind for POST /v1/refunds, as InjectChargeFaults does
+// for charges: FaultChargeThenDrop makes the refund and drops the answer, FaultError500Saved
+// saves a 500 under the key.
+func (s *Server) InjectRefundFaults(kind FaultKind, n int) {
+	if !slices.Contains(faultKinds, kind) {
+		panic(fmt.Sprintf("fakestripe: unknown fault kind %q", kind))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.pendingRefundFaults = append(s.pendingRefundFaults, kind)
+	}
+}
+
 // PendingFaults returns the faults still queued, the next one first.
 func (s *Server) PendingFaults() []FaultKind {
 	s.mu.Lock()
@@ -79,8 +93,30 @@ func (s *Server) currentLatency() time.Duration {
 
 // withChargeFaults counts a charge request and applies the next queued fault to it, if any.
 func (s *Server) withChargeFaults(next http.Handler) http.Handler {
+	return s.withFaults(s.takeChargeFault, next)
+}
+
+// withRefundFaults applies the next queued refund fault to a refund request, if any.
+func (s *Server) withRefundFaults(next http.Handler) http.Handler {
+	return s.withFaults(s.takeRefundFault, next)
+}
+
+// takeRefundFault takes the next queued refund fault, "" if none.
+func (s *Server) takeRefundFault() FaultKind {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pendingRefundFaults) == 0 {
+		return ""
+	}
+	fault := s.pendingRefundFaults[0]
+	s.pendingRefundFaults = s.pendingRefundFaults[1:]
+	return fault
+}
+
+// withFaults applies to a request the fault take hands out, if any.
+func (s *Server) withFaults(take func() FaultKind, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fault := s.takeChargeFault()
+		fault := take()
 		if fault == "" {
 			next.ServeHTTP(w, r)
 			return

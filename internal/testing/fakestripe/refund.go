@@ -58,6 +58,9 @@ func (s *Server) createRefund(req *apiRequest) result {
 	if reason != "" && !refundReasons[reason] {
 		return rejected(invalidRequest("", "reason", fmt.Sprintf("Invalid reason: must be one of duplicate, fraudulent or requested_by_customer. Got %q.", reason)))
 	}
+	if req.r.Context().Value(failExecutingKey{}) != nil {
+		return failedExecuting(internalError())
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -48,6 +48,31 @@ func TestRefunds(t *testing.T) {
 		}
 	})
 
+	// Refunds have a fault queue of their own: the refund is made and its answer lost, and the
+	// retry under the same key gets it replayed rather than a second refund.
+	t.Run("FaultsStrikeRefunds", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		charge, err := b.stripe.Charges.New(rideChargeParams(b.createCustomer(t, "tok_visa").ID, "ride-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.server.InjectRefundFaults(fakestripe.FaultChargeThenDrop, 1)
+		if _, err := b.stripe.Refunds.New(refundParams(charge.ID, "cancel-1")); err == nil {
+			t.Fatal("want the refund's answer lost")
+		}
+		if refunds := b.server.Refunds(); len(refunds) != 1 {
+			t.Fatalf("want the refund made, got %d", len(refunds))
+		}
+		again, err := b.stripe.Refunds.New(refundParams(charge.ID, "cancel-1"))
+		if err != nil || !replayed(again.LastResponse) || len(b.server.Refunds()) != 1 {
+			t.Fatalf("want the refund replayed and still one, got %+v, %v, %d", again, err, len(b.server.Refunds()))
+		}
+		if n := len(b.server.PendingFaults()); n != 0 {
+			t.Fatalf("want charges' faults untouched, got %d", n)
+		}
+	})
+
 	t.Run("InPartNeverPastWhatIsLeft", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -79,18 +79,20 @@ type Server struct {
 	closed    chan struct{} // closed by Close, to release requests held by faults
 	closeOnce sync.Once
 
-	mu              sync.Mutex
-	customers       map[string]*customer
-	charges         []*Charge // in creation order
-	chargesByID     map[string]*Charge
-	refunds         []*Refund // oldest first
-	refundsByID     map[string]*Refund
-	disputes        []*Dispute // oldest first
-	disputesByID    map[string]*Dispute
-	pendingFaults   []FaultKind // consumed from the front, one per charge request
-	latency         time.Duration
-	chargeRequests  int
-	beforeChargeRun func() // test hook, see export_test.go
+	mu            sync.Mutex
+	customers     map[string]*customer
+	charges       []*Charge // in creation order
+	chargesByID   map[string]*Charge
+	refunds       []*Refund // oldest first
+	refundsByID   map[string]*Refund
+	disputes      []*Dispute // oldest first
+	disputesByID  map[string]*Dispute
+	pendingFaults []FaultKind // consumed from the front, one per charge request
+
+	pendingRefundFaults []FaultKind // likewise, one per refund request
+	latency             time.Duration
+	chargeRequests      int
+	beforeChargeRun     func() // test hook, see export_test.go
 }
 
 // New returns a Server with no customers and no charges.
@@ -123,7 +125,7 @@ func New(opts Options) *Server {
 	s.mux.Handle("POST /v1/charges", s.withChargeFaults(s.api(s.createCharge)))
 	s.mux.Handle("GET /v1/charges", s.api(s.listCharges))
 	s.mux.Handle("GET /v1/charges/{id}", s.api(s.retrieveCharge))
-	s.mux.Handle("POST /v1/refunds", s.api(s.createRefund))
+	s.mux.Handle("POST /v1/refunds", s.withRefundFaults(s.api(s.createRefund)))
 	s.mux.Handle("GET /v1/refunds/{id}", s.api(s.retrieveRefund))
 	s.mux.Handle("GET /v1/disputes/{id}", s.api(s.retrieveDispute))
 	s.mux.Handle("/v1/", s.api(unrecognizedURL))
@@ -172,6 +174,7 @@ func (s *Server) Reset() {
 	s.disputes = nil
 	s.disputesByID = make(map[string]*Dispute)
 	s.pendingFaults = nil
+	s.pendingRefundFaults = nil
 	s.latency = 0
 	s.chargeRequests = 0
 	s.idempotency.reset()
