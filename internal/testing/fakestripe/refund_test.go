@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stripe/stripe-go/v76"
+
+	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
 )
 
 func refundParams(chargeID, idempotencyKey string) *stripe.RefundParams {
