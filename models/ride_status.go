@@ -3,6 +3,8 @@ package models
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -72,23 +74,46 @@ func RideRaiseStatus(ctx context.Context, db DBTX, chargeID string, status RideS
 	return id, raised, nil
 }
 
+// DisputedRide is a disputed ride, with when its dispute reached us.
+type DisputedRide struct {
+	*Ride
+	DisputedAt *time.Time // when the charge.dispute.created event arrived; nil if no event names the ride
+}
+
 // RideListDisputed returns up to limit disputed rides, oldest first: the ones a person has to
 // answer at Stripe's dashboard before the dispute's deadline.
-func RideListDisputed(ctx context.Context, db DBTX, limit int) ([]*Ride, error) {
+func RideListDisputed(ctx context.Context, db DBTX, limit int) ([]*DisputedRide, error) {
 	rows, err := db.Query(ctx, `
-		SELECT `+rideColumns+`
-		FROM rides
-		WHERE status = 'disputed'
-		ORDER BY created_at
+		SELECT `+prefixed("r.", rideColumns)+`,
+			(SELECT min(e.received_at) FROM stripe_events e WHERE e.ride_id = r.id AND e.type = 'charge.dispute.created')
+		FROM rides r
+		WHERE r.status = 'disputed'
+		ORDER BY r.created_at
 		LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("error listing disputed rides: %w", err)
 	}
-	rides, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Ride, error) { return scanRide(row) })
+	rides, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*DisputedRide, error) {
+		var r Ride
+		d := &DisputedRide{Ride: &r}
+		err := row.Scan(&r.ID, &r.CreatedAt, &r.IdempotencyKeyID, &r.OriginLat, &r.OriginLon,
+			&r.TargetLat, &r.TargetLon, &r.StripeChargeID, &r.UserID, &r.ReceiptSentAt, &r.Status,
+			&r.StripeRefundID, &r.CancelIdempotencyKeyID, &r.RefundReceiptSentAt, &d.DisputedAt)
+		return d, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("error listing disputed rides: %w", err)
 	}
 	return rides, nil
+}
+
+// prefixed qualifies each of a comma-separated column list with prefix.
+func prefixed(prefix, columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, c := range parts {
+		parts[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // RideRefundReceiptRecord records that the refund receipt of a ride was sent with messageID, as

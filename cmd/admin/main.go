@@ -1,9 +1,10 @@
 // Command admin does what operators need by hand: creating riders, listing the requests the
-// system gave up on and the background jobs that failed for good, putting a failed job back to
-// work, and seeding history for benchmarks and demos.
+// system gave up on, the rides whose charge is disputed and the background jobs that failed for
+// good, putting a failed job back to work, and seeding history for benchmarks and demos.
 //
 //	admin create-user -email E (-stripe-customer-id cus_X | -card tok_visa)
 //	admin list-abandoned [-limit N] [-json]
+//	admin list-disputed [-limit N] [-json]
 //	admin list-failed-jobs [-limit N] [-json]
 //	admin retry-job river:ID | staged:ID
 //	admin seed -rides N -riders M
@@ -24,6 +25,7 @@ commands:
   create-user -email E -stripe-customer-id cus_X
   create-user -email E -card tok_visa     (creates the Stripe customer first)
   list-abandoned [-limit 100] [-json]     (requests given up on, newest first)
+  list-disputed [-limit 100] [-json]      (rides whose charge the rider's bank disputes, oldest first)
   list-failed-jobs [-limit 100] [-json]   (jobs failed for good, newest failure first: river:ID
                                            jobs River discarded, staged:ID jobs the enqueuer set aside)
   retry-job river:ID | staged:ID          (puts a failed job back to work, its id as listed)
@@ -46,6 +48,8 @@ func run(ctx context.Context, args []string) error {
 		return createUser(ctx, args[1:])
 	case "list-abandoned":
 		return listAbandoned(ctx, args[1:])
+	case "list-disputed":
+		return listDisputed(ctx, args[1:])
 	case "list-failed-jobs":
 		return listFailedJobs(ctx, args[1:])
 	case "retry-job":

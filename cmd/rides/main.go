@@ -1,10 +1,11 @@
-// Command rides books a ride from the command line with the retrying client, as the mobile app
-// would, and prints the outcome as one JSON line:
+// Command rides books a ride, or cancels one, from the command line with the retrying client, as
+// the mobile app would, and prints the outcome as one JSON line:
 //
 //	go run ./cmd/rides -token rr_... -from 37.7749,-122.4194 -to 37.3382,-121.8863 [-key K]
+//	go run ./cmd/rides -token rr_... -cancel RIDE_ID [-key K]
 //
-// Exit status: 0 booked, 1 refused (the answer is final), 2 bad usage, 3 outcome unknown (run
-// it again with the printed -key to find out; it cannot book twice).
+// Exit status: 0 booked or cancelled, 1 refused (the answer is final), 2 bad usage, 3 outcome
+// unknown (run it again with the printed -key to find out; it cannot book or refund twice).
 package main
 
 import (
@@ -41,7 +42,7 @@ func main() {
 
 // outcome is the line printed.
 type outcome struct {
-	Outcome        string       `json:"outcome"` // booked, refused or unknown
+	Outcome        string       `json:"outcome"` // booked, cancelled, refused or unknown
 	IdempotencyKey string       `json:"idempotency_key"`
 	Attempts       int          `json:"attempts,omitempty"`
 	Replayed       bool         `json:"replayed,omitempty"`
@@ -60,6 +61,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	key := flags.String("key", "", "the Idempotency-Key; a new UUID when empty. Reuse a printed one to retry safely.")
 	from := flags.String("from", "", "origin as lat,lon")
 	to := flags.String("to", "", "destination as lat,lon")
+	cancel := flags.String("cancel", "", "cancel the ride of this id and refund it, instead of booking one")
 	raiseError := flags.Bool("raise-error", false, "ask the server to fail after ride_created (needs SIMULATE_ERRORS)")
 	giveUp := flags.Duration("give-up-after", client.DefaultMaxElapsed, "how long to keep retrying")
 	if err := flags.Parse(args); err != nil {
@@ -68,13 +70,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	params := client.RideParams{RaiseError: *raiseError}
 	var err error
-	if params.OriginLat, params.OriginLon, err = parsePoint(*from); err != nil {
-		fmt.Fprintf(stderr, "rides: -from: %s\n", err)
+	switch {
+	case *cancel != "" && (*from != "" || *to != "" || *raiseError):
+		fmt.Fprintln(stderr, "rides: -cancel takes no -from, -to or -raise-error")
 		return exitUsage
-	}
-	if params.TargetLat, params.TargetLon, err = parsePoint(*to); err != nil {
-		fmt.Fprintf(stderr, "rides: -to: %s\n", err)
-		return exitUsage
+	case *cancel != "":
+	default:
+		if params.OriginLat, params.OriginLon, err = parsePoint(*from); err != nil {
+			fmt.Fprintf(stderr, "rides: -from: %s\n", err)
+			return exitUsage
+		}
+		if params.TargetLat, params.TargetLon, err = parsePoint(*to); err != nil {
+			fmt.Fprintf(stderr, "rides: -to: %s\n", err)
+			return exitUsage
+		}
 	}
 	if *token == "" {
 		fmt.Fprintln(stderr, "rides: -token (or RIDES_TOKEN) is required")
@@ -88,7 +97,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	c := &client.Client{BaseURL: *apiURL, Token: *token, MaxElapsed: *giveUp}
-	result, err := c.CreateRideWithKey(ctx, *key, params)
+	var result *client.Result
+	done := "booked"
+	if *cancel != "" {
+		result, err = c.CancelRideWithKey(ctx, *key, *cancel)
+		done = "cancelled"
+	} else {
+		result, err = c.CreateRideWithKey(ctx, *key, params)
+	}
 
 	var apiErr *client.APIError
 	var unknown *client.UnknownOutcomeError
@@ -96,7 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	code := exitBooked
 	switch {
 	case err == nil:
-		out.Outcome, out.Attempts, out.Replayed, out.Ride = "booked", result.Attempts, result.Replayed, result.Ride
+		out.Outcome, out.Attempts, out.Replayed, out.Ride = done, result.Attempts, result.Replayed, result.Ride
 	case errors.As(err, &apiErr):
 		out.Outcome, out.Attempts, out.Replayed = "refused", apiErr.Attempts, apiErr.Replayed
 		out.Status, out.Code, out.DeclineCode, out.Error = apiErr.StatusCode, apiErr.Code, apiErr.DeclineCode, apiErr.Detail

@@ -27,7 +27,7 @@ func TestRides(t *testing.T) {
 				return
 			}
 			w.WriteHeader(final)
-			if final == http.StatusCreated {
+			if final == http.StatusCreated || final == http.StatusOK {
 				fmt.Fprint(w, `{"message":"ok","ride":{"id":"3"}}`)
 			} else {
 				fmt.Fprint(w, `{"status":402,"code":"card_declined","detail":"Your card was declined."}`)
@@ -53,6 +53,23 @@ func TestRides(t *testing.T) {
 		}
 	})
 
+	t.Run("Cancelled", func(t *testing.T) {
+		t.Parallel()
+		var paths []string
+		server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			paths = append(paths, r.Method+" "+r.URL.Path)
+			fmt.Fprint(w, `{"message":"ok","ride":{"id":"3","status":"cancelled","stripe_refund_id":"re_1"}}`)
+		}))
+		t.Cleanup(server.Close)
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"-api", server.URL, "-token", "rr_x", "-cancel", "3"}, env, &stdout, &stderr)
+		var out outcome
+		_ = json.Unmarshal(stdout.Bytes(), &out)
+		if code != exitBooked || out.Outcome != "cancelled" || out.Ride.Status != "cancelled" || len(paths) != 1 || paths[0] != "POST /rides/3/cancel" {
+			t.Fatalf("want ride 3 cancelled, got %d %s %s, requests %v", code, stdout.String(), stderr.String(), paths)
+		}
+	})
+
 	t.Run("Refused", func(t *testing.T) {
 		t.Parallel()
 		server, _ := api(t, http.StatusPaymentRequired)
@@ -74,7 +91,7 @@ func TestRides(t *testing.T) {
 
 	t.Run("Usage", func(t *testing.T) {
 		t.Parallel()
-		for _, args := range [][]string{{"-from", "1,2", "-to", "3,4"}, {"-token", "x", "-from", "north", "-to", "3,4"}, {"-token", "x", "-from", "1,2"}} {
+		for _, args := range [][]string{{"-from", "1,2", "-to", "3,4"}, {"-token", "x", "-from", "north", "-to", "3,4"}, {"-token", "x", "-from", "1,2"}, {"-token", "x", "-cancel", "3", "-from", "1,2"}} {
 			var stdout, stderr bytes.Buffer
 			if code := run(context.Background(), args, env, &stdout, &stderr); code != exitUsage || stderr.Len() == 0 {
 				t.Fatalf("%v: want usage error, got %d", args, code)
