@@ -83,6 +83,20 @@ tells booked, refused and unknown apart; see "The Go client" in docs/api.md):
 
   go run ./cmd/rides -token "$RIDER" -from 37.7749,-122.4194 -to 37.3382,-121.8863
 
+Cancel a ride (use its "id" from the 201): 200, the ride cancelled and its charge refunded
+once, however often the same command is sent; a cancel under another key: 409
+ride_already_cancelled.
+
+  curl -i -X POST "$API_URL/rides/RIDE_ID/cancel" -H "Authorization: Bearer $RIDER" \
+    -H "Idempotency-Key: my-first-cancel-00000001"
+
+Stripe tells the API what happens to its charges through a signed webhook. Refund a charge
+(its "stripe_charge_id") as Stripe's dashboard would: the API's log says "API: Stripe event
+received" type=charge.refunded, and GET /rides/RIDE_ID shows "status":"refunded". A dispute
+(.../dispute) shows "disputed", and admin list-disputed lists it.
+
+  curl -X POST "$STRIPE_API_URL/_fakestripe/charges/CHARGE_ID/refund"
+
 The simulator books a ride a second as ten new riders of its own; with SIMULATE_ERRORS=true one
 ride in ten asks for raise_error, its client gives up, and the completer finishes it later:
 

@@ -126,7 +126,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if journal := state.StripeJournal(); journal != "" {
 		stripeArgs = append(stripeArgs, "-journal", journal)
 	}
-	stripe, err := sup.Start("", "fakestripe", nil, stripeArgs...)
+	// The stand-in signs its webhooks with the secret the API verifies them with.
+	webhooks := []string{"STRIPE_WEBHOOK_SECRET=" + devWebhookSecret,
+		fmt.Sprintf("STRIPE_WEBHOOK_URL=http://127.0.0.1:%d/webhooks/stripe", port)}
+	stripe, err := sup.Start("", "fakestripe", webhooks, stripeArgs...)
 	if err != nil {
 		return err
 	}
@@ -137,6 +140,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	env := append(baseEnv,
 		"STRIPE_API_KEY="+stripeAPIKey,
 		"STRIPE_API_URL="+stripeURL,
+		webhooks[0],
 		"PORT="+strconv.Itoa(port),
 		"HOST=127.0.0.1", // as the banner says: this machine alone reaches the demo stack
 		// The demo parameter raise_error shows recovery from a failure; allowed in dev only.

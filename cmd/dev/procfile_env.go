@@ -19,6 +19,10 @@ const (
 	procfileStripeOffset = 700
 )
 
+// devWebhookSecret is the webhook signing secret of the development stacks, shared by the
+// stand-in that signs and the API that verifies.
+const devWebhookSecret = "whsec_rocketrides_dev"
+
 // procfileDatabaseURL is the database that the Procfile's processes use, and that -db-only
 // serves, with every port from port.
 func procfileDatabaseURL(port int, ha bool) string {
@@ -61,6 +65,12 @@ DATABASE_URL={{.DatabaseURL}}
 # beside the database's riders. Unset STRIPE_API_URL and use a real test key to talk to Stripe.
 STRIPE_API_KEY=sk_test_rocketrides
 STRIPE_API_URL=http://127.0.0.1:{{.StripePort}}
+
+# The stand-in posts what happens to its charges (refunds, disputes) to the API's webhook,
+# signed with this secret, which the API verifies them with. With real Stripe, the secret is the
+# endpoint's whsec_ from the dashboard, and STRIPE_WEBHOOK_URL is not ours to set.
+STRIPE_WEBHOOK_SECRET=` + devWebhookSecret + `
+STRIPE_WEBHOOK_URL=http://localhost:{{.Port}}/webhooks/stripe
 
 # The Procfile sets METRICS_ADDR for each process, so every one serves Prometheus's GET /metrics
 # at once: the API on PORT+50 ({{index .MetricsPorts 0}}), the worker, enqueuer, completer and reaper on their own
