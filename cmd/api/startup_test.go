@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,4 +68,38 @@ func TestPortInUse(t *testing.T) {
 			t.Errorf("want exit 1 with one line naming %s, got %d: %s", setting, code, errOut)
 		}
 	}
+}
+
+// Without STRIPE_WEBHOOK_SECRET the API serves no webhook, says so once at start, and answers
+// the route 404; with it, the route verifies signatures.
+func TestWebhookSecret(t *testing.T) {
+	t.Parallel()
+	const warning = "STRIPE_WEBHOOK_SECRET is not set, so POST /webhooks/stripe is off"
+
+	off := setup(t)
+	if n := strings.Count(off.api.Output(), warning); n != 1 {
+		t.Errorf("want the API to say once that webhooks are off, got %d times in:\n%s", n, off.api.Output())
+	}
+	if status := postEmpty(t, off.base+"/webhooks/stripe"); status != http.StatusNotFound {
+		t.Errorf("want the route off, got %d", status)
+	}
+
+	on := setup(t, "STRIPE_WEBHOOK_SECRET=whsec_startup_test")
+	if strings.Contains(on.api.Output(), warning) {
+		t.Errorf("want no warning with a secret, got:\n%s", on.api.Output())
+	}
+	if status := postEmpty(t, on.base+"/webhooks/stripe"); status != http.StatusBadRequest {
+		t.Errorf("want an unsigned event refused, got %d", status)
+	}
+}
+
+// postEmpty posts an empty JSON object to url and returns the status.
+func postEmpty(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
