@@ -40,7 +40,7 @@ var receiptLatencyBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10
 func NewWorker(reg prometheus.Registerer) *Worker {
 	m := &Worker{
 		Receipts: newCounterByLabel("receipts_total",
-			"Ride receipt job attempts, by result: sent, logged (SMTP_URL unset), failed (to be retried), discarded (for good), cancelled.",
+			"Receipt job attempts (ride and refund receipts), by result: sent, logged (SMTP_URL unset), failed (to be retried), discarded (for good), cancelled.",
 			"result", receiptResults...),
 		ReceiptLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "receipt_latency_seconds",

@@ -26,8 +26,8 @@ type Ride struct {
 	ReceiptSentAt *time.Time `json:"receipt_sent_at,omitempty"`
 
 	// Status is what became of the ride's charge: booked, cancelled, refunded or disputed.
-	// Absent from the 201 alone (a ride just booked is booked), which must stay byte for byte
-	// what earlier releases stored and replay.
+	// Absent from the 201 alone (a ride just booked is booked), so that every stored 201 has one
+	// shape, whenever it was stored.
 	Status string `json:"status,omitempty"`
 
 	// StripeRefundID is the refund a cancel made, absent until then.
