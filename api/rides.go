@@ -21,26 +21,27 @@ import (
 // Every answer is counted in rocketrides_ride_requests_total by its outcome.
 func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
 	outcome, apiErr := s.bookRide(w, r)
-	if apiErr != nil {
-		s.metrics.RideRequests.WithLabelValues(rideOutcome(apiErr.problem.Status, apiErr.problem.Code, false)).Inc()
-		writeProblem(w, apiErr)
-		return
-	}
-	code := writeOutcome(w, outcome)
-	s.metrics.RideRequests.WithLabelValues(rideOutcome(outcome.StatusCode, code, outcome.Replayed)).Inc()
+	s.metrics.RideRequests.WithLabelValues(writeAnswer(w, outcome, apiErr, rideOutcome)).Inc()
 }
 
-// writeOutcome sends a request's stored outcome, marked as a replay when it is one, and returns
-// its problem code, if it is a problem.
-func writeOutcome(w http.ResponseWriter, outcome *phases.Outcome) problem.Code {
+// writeAnswer sends a request's stored outcome, marked as a replay when it is one, or, when it
+// has none, apiErr; and returns the answer's name for the metrics, as outcomeOf names it.
+func writeAnswer(w http.ResponseWriter, outcome *phases.Outcome, apiErr *apiError,
+	outcomeOf func(status int, code problem.Code, replayed bool) string) string {
+	if apiErr != nil {
+		writeProblem(w, apiErr)
+		return outcomeOf(apiErr.problem.Status, apiErr.problem.Code, false)
+	}
 	if outcome.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
+	var code problem.Code
 	if outcome.StatusCode >= 400 {
-		return writeStoredProblem(w, outcome.StatusCode, outcome.Body)
+		code = writeStoredProblem(w, outcome.StatusCode, outcome.Body)
+	} else {
+		writeBody(w, outcome.StatusCode, "application/json", outcome.Body)
 	}
-	writeBody(w, outcome.StatusCode, "application/json", outcome.Body)
-	return ""
+	return outcomeOf(outcome.StatusCode, code, outcome.Replayed)
 }
 
 // bookRide decodes and validates a ride request and runs it through the phases. It returns the
@@ -115,13 +116,7 @@ func (s *Server) runPhases(r *http.Request, what string, run func(ctx context.Co
 // path. Every answer is counted in rocketrides_cancel_requests_total by its outcome.
 func (s *Server) cancelRide(w http.ResponseWriter, r *http.Request) {
 	outcome, apiErr := s.cancel(w, r)
-	if apiErr != nil {
-		s.metrics.CancelRequests.WithLabelValues(cancelOutcome(apiErr.problem.Status, apiErr.problem.Code, false)).Inc()
-		writeProblem(w, apiErr)
-		return
-	}
-	code := writeOutcome(w, outcome)
-	s.metrics.CancelRequests.WithLabelValues(cancelOutcome(outcome.StatusCode, code, outcome.Replayed)).Inc()
+	s.metrics.CancelRequests.WithLabelValues(writeAnswer(w, outcome, apiErr, cancelOutcome)).Inc()
 }
 
 // cancel validates a cancel and runs it through the phases, as bookRide does a booking.

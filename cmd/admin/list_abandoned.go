@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -20,32 +18,21 @@ import (
 // find out what became of each (was the ride charged? does the rider know?) and put it right.
 // A table by default, for reading; -json prints one object per line, for jq and scripts.
 func listAbandoned(ctx context.Context, args []string) error {
-	flags := flag.NewFlagSet("list-abandoned", flag.ContinueOnError)
-	flags.SetOutput(io.Discard)
-	limit := flags.Int("limit", 100, "show at most this many, the newest")
-	asJSON := flags.Bool("json", false, "print one JSON object per line instead of a table")
-	if err := flags.Parse(args); err != nil {
-		return fmt.Errorf("list-abandoned: %w", err)
-	}
-	if *limit < 1 {
-		return fmt.Errorf("list-abandoned: -limit must be positive, not %d", *limit)
-	}
-
-	cfg, err := bootstrap.LoadConfig(os.Getenv)
+	f, err := parseListFlags("list-abandoned", args, listLimitMax, "the newest")
 	if err != nil {
 		return err
 	}
-	_, pool, err := bootstrap.Open(ctx, cfg, os.Stderr)
+	pool, err := openDatabase(ctx)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 
-	requests, err := models.AbandonedRequestList(ctx, pool, *limit)
+	requests, err := models.AbandonedRequestList(ctx, pool, f.limit)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if f.asJSON {
 		return writeAbandonedJSON(os.Stdout, requests)
 	}
 	return writeAbandonedTable(os.Stdout, requests)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -19,32 +17,21 @@ import (
 // answered at Stripe's dashboard, with the evidence the ride's record gives, before the
 // dispute's deadline. A table by default; -json prints one object per line.
 func listDisputed(ctx context.Context, args []string) error {
-	flags := flag.NewFlagSet("list-disputed", flag.ContinueOnError)
-	flags.SetOutput(io.Discard)
-	limit := flags.Int("limit", 100, "show at most this many, the oldest")
-	asJSON := flags.Bool("json", false, "print one JSON object per line instead of a table")
-	if err := flags.Parse(args); err != nil {
-		return fmt.Errorf("list-disputed: %w", err)
-	}
-	if *limit < 1 {
-		return fmt.Errorf("list-disputed: -limit must be positive, not %d", *limit)
-	}
-
-	cfg, err := bootstrap.LoadConfig(os.Getenv)
+	f, err := parseListFlags("list-disputed", args, listLimitMax, "the oldest")
 	if err != nil {
 		return err
 	}
-	_, pool, err := bootstrap.Open(ctx, cfg, os.Stderr)
+	pool, err := openDatabase(ctx)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 
-	rides, err := models.RideListDisputed(ctx, pool, *limit)
+	rides, err := models.RideListDisputed(ctx, pool, f.limit)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if f.asJSON {
 		return writeDisputedJSON(os.Stdout, rides)
 	}
 	return writeDisputedTable(os.Stdout, rides)

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,15 +29,9 @@ const listFailedJobsLimitMax = 10_000
 // retry-job takes. A table by default, for reading; -json prints one object per line, with the
 // job's args and every error, for jq and scripts.
 func listFailedJobs(ctx context.Context, args []string) error {
-	flags := flag.NewFlagSet("list-failed-jobs", flag.ContinueOnError)
-	flags.SetOutput(io.Discard)
-	limit := flags.Int("limit", 100, "show at most this many, the most recently failed")
-	asJSON := flags.Bool("json", false, "print one JSON object per line instead of a table")
-	if err := flags.Parse(args); err != nil {
-		return fmt.Errorf("list-failed-jobs: %w", err)
-	}
-	if *limit < 1 || *limit > listFailedJobsLimitMax {
-		return fmt.Errorf("list-failed-jobs: -limit must be between 1 and %d, not %d", listFailedJobsLimitMax, *limit)
+	f, err := parseListFlags("list-failed-jobs", args, listFailedJobsLimitMax, "the most recently failed")
+	if err != nil {
+		return err
 	}
 
 	pool, client, err := openRiver(ctx)
@@ -50,11 +43,11 @@ func listFailedJobs(ctx context.Context, args []string) error {
 	discarded, err := client.JobList(ctx, river.NewJobListParams().
 		States(rivertype.JobStateDiscarded, rivertype.JobStateCancelled).
 		OrderBy(river.JobListOrderByFinalizedAt, river.SortOrderDesc).
-		First(*limit))
+		First(f.limit))
 	if err != nil {
 		return fmt.Errorf("error listing discarded and cancelled River jobs: %w", err)
 	}
-	staged, err := models.StagedJobListFailed(ctx, pool, *limit)
+	staged, err := models.StagedJobListFailed(ctx, pool, f.limit)
 	if err != nil {
 		return err
 	}
@@ -67,9 +60,9 @@ func listFailedJobs(ctx context.Context, args []string) error {
 		jobs = append(jobs, failedStagedJob(j))
 	}
 	slices.SortStableFunc(jobs, func(a, b *failedJob) int { return b.FailedAt.Compare(a.FailedAt) })
-	jobs = jobs[:min(len(jobs), *limit)]
+	jobs = jobs[:min(len(jobs), f.limit)]
 
-	if *asJSON {
+	if f.asJSON {
 		return writeFailedJobsJSON(os.Stdout, jobs)
 	}
 	return writeFailedJobsTable(os.Stdout, jobs)
