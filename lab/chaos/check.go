@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/rocketrides/rocketrides/internal/testing/invariants"
@@ -19,6 +20,19 @@ func (s *soak) check(ctx context.Context) (*invariants.Report, error) {
 		return nil, err
 	}
 	s.stripeChargeRequests = requests
+	refunds, err := s.st.stripe.refunds(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	// Settle waited for every event to be applied; what it did not see applied, the checker
+	// reports.
+	events, err := s.st.stripe.webhookEvents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.notePendingRefundFaults(ctx); err != nil {
+		return nil, err
+	}
 
 	var emails []invariants.Email
 	for _, m := range s.st.smtp.Messages() {
@@ -54,10 +68,16 @@ func (s *soak) check(ctx context.Context) (*invariants.Report, error) {
 		}
 	}
 
+	s.mu.Lock()
+	dashboardRefunds := slices.Clone(s.dashboardRefunds)
+	s.mu.Unlock()
 	report, err := invariants.Check(ctx, s.st.pool, invariants.Observed{
-		Charges:  charges,
-		Outcomes: outcomes,
-		Mailbox:  &invariants.Mailbox{Emails: emails, StrictDuplicates: s.cfg.strictReceipts},
+		Charges:          charges,
+		Refunds:          refunds,
+		DashboardRefunds: dashboardRefunds,
+		Webhooks:         &invariants.Webhooks{Events: events},
+		Outcomes:         outcomes,
+		Mailbox:          &invariants.Mailbox{Emails: emails, StrictDuplicates: s.cfg.strictReceipts},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error checking invariants: %w", err)
@@ -77,16 +97,35 @@ func (s *soak) check(ctx context.Context) (*invariants.Report, error) {
 	return report, nil
 }
 
-// duplicateReceiptBound is how many copies of receipts the soak may mail, beyond the one each
-// ride gets: -max-duplicate-receipts if given, else the receipt contract's bound. Receipts are
-// sent at least once: a worker that cannot record a receipt it has mailed within
-// workers.RecordTimeout mails it again on the job's retry. So copies come only from the jobs in
-// flight when a worker died, or lost its database for longer than that timeout: at most its
-// concurrency (workers.ConcurrencyDefault) for each. The soak kills no worker; its database
-// restarts (2 s at most) and tuned failovers are shorter than the timeout, and for each outage
-// that was not (a failover with pg_auto_failover's default timing), every worker may mail its
-// jobs in flight again. One more is allowed for a restart that a loaded machine stretches past
-// the timeout, unseen; a bug that mails twice does so by the dozen.
+// notePendingRefundFaults notes the refund faults still queued at Stripe, which never struck:
+// the stand-in logs a fault that strikes a refund as it does one that strikes a charge, so the
+// summary tells them apart by what is left of the queue.
+func (s *soak) notePendingRefundFaults(ctx context.Context) error {
+	_, pending, err := s.st.stripe.pendingFaults(ctx)
+	if err != nil {
+		return err
+	}
+	counts := map[string]int{}
+	for _, name := range pending {
+		counts[name]++
+	}
+	s.mu.Lock()
+	s.refundFaultsPending = counts
+	s.mu.Unlock()
+	return nil
+}
+
+// duplicateReceiptBound is how many copies of receipts (of rides and of refunds) the soak may
+// mail, beyond the one each gets: -max-duplicate-receipts if given, else the receipt contract's
+// bound. Receipts are sent at least once: a worker that cannot record a receipt it has mailed
+// within workers.RecordTimeout mails it again on the job's retry. So copies come only from the
+// jobs in flight when a worker died, or lost its database for longer than that timeout. A job
+// in flight on a worker the soak killed stays running until settle rescues it (see
+// rescueOrphanedJobs), so each rescued job may be one copy. The database restarts (2 s at most)
+// and tuned failovers are shorter than the timeout, and for each outage that was not (a
+// failover with pg_auto_failover's default timing), every worker may mail its jobs in flight
+// again: its concurrency (workers.ConcurrencyDefault). One more is allowed for a restart that a
+// loaded machine stretches past the timeout, unseen; a bug that mails twice does so by the dozen.
 func (s *soak) duplicateReceiptBound() int {
 	if s.cfg.maxDuplicates >= 0 {
 		return s.cfg.maxDuplicates
@@ -99,7 +138,7 @@ func (s *soak) duplicateReceiptBound() int {
 			long++
 		}
 	}
-	return 1 + long*s.cfg.workers*workers.ConcurrencyDefault
+	return 1 + s.jobsRescued + long*s.cfg.workers*workers.ConcurrencyDefault
 }
 
 // firstFew joins the first n of list, and says how many more there are: a bug that mails every

@@ -27,7 +27,7 @@ type eventLog struct {
 	stripeFaults      map[string]int // Stripe stand-in faults that struck, by kind
 	completerFinished int            // keys the completer pushed to the end
 	fenced            int            // requests answered 409 after running past the lock timeout
-	receiptRaces      int            // receipts recorded by another job meanwhile
+	receiptRaces      int            // receipts (of rides, of refunds) recorded by another job meanwhile
 }
 
 // The log lines counted, in the text format of the processes' slog handler.
@@ -36,8 +36,8 @@ var (
 	stallLine       = regexp.MustCompile(`msg="Faults: stalling" point=(\S+)`)
 	stripeFaultLine = regexp.MustCompile(`msg="Fakestripe: injecting fault" fault=(\S+)`)
 	completerLine   = regexp.MustCompile(`msg="Completer: pushed keys" num_succeeded=(\d+)`)
-	receiptRaceLine = regexp.MustCompile(`msg="Worker: receipt was recorded by another job meanwhile`)
-	conflictLine    = regexp.MustCompile(`msg="API: request" method=POST path=/rides status=409 duration=(\S+)`)
+	receiptRaceLine = regexp.MustCompile(`msg="Worker: (?:refund )?receipt was recorded by another job meanwhile`)
+	conflictLine    = regexp.MustCompile(`msg="API: request" method=POST path=/rides(?:/\d+/cancel)? status=409 duration=(\S+)`)
 )
 
 func newEventLog(w io.Writer) *eventLog {

@@ -30,34 +30,45 @@ const (
 
 // The mix of calls, out of 100: most are plain; some are double taps (the same key sent twice
 // at once, as a user tapping twice does), some are abandoned mid-request (the app closed), some
-// come from the rider whose card is declined.
+// come from the rider whose card is declined. Of the rides booked, some are cancelled, each
+// under a key of its own; and of those, some twice at once under two keys (two devices, or an
+// app that lost its key), which must refund once: one cancel is told 200, the other 409
+// ride_already_cancelled.
 const (
-	percentDoubleTap = 5
-	percentAbandon   = 5
-	percentDeclined  = 7
-	maxThinkTime     = 20 * time.Millisecond
+	percentDoubleTap   = 5
+	percentAbandon     = 5
+	percentDeclined    = 7
+	percentCancel      = 10
+	percentCancelTwice = 25
+	maxThinkTime       = 20 * time.Millisecond
 )
 
 // callMode says how a call was made, for the summary.
 type callMode string
 
 const (
-	modePlain     callMode = "plain"
-	modeDoubleTap callMode = "double_tap"
-	modeAbandoned callMode = "abandoned"
-	modeRedrive   callMode = "redrive"
+	modePlain       callMode = "plain"
+	modeDoubleTap   callMode = "double_tap"
+	modeAbandoned   callMode = "abandoned"
+	modeCancel      callMode = "cancel"
+	modeCancelTwice callMode = "cancel_twice"
+	modeRedrive     callMode = "redrive"
 )
 
 // record is one client call and how it ended.
 type record struct {
 	mode      callMode
 	params    client.RideParams
+	rideID    string // the ride a cancel cancels; empty for a booking
 	token     string
 	outcome   invariants.ClientOutcome
 	attempts  int
 	replayed  bool
 	clientErr error // an error that is none of the client's three answers: a bug
 }
+
+// isCancel reports whether the call was a cancel rather than a booking.
+func (rec *record) isCancel() bool { return rec.rideID != "" }
 
 // load runs the clients and keeps what every call was told.
 type load struct {
@@ -149,7 +160,7 @@ func (l *load) start(ctx context.Context, stop <-chan struct{}) {
 
 func (l *load) wait() { l.wg.Wait() }
 
-// client books rides one after another, each under a fresh key.
+// client books rides one after another, each under a fresh key, and cancels some of them.
 func (l *load) client(ctx context.Context, stop <-chan struct{}, rng *rand.Rand) {
 	for {
 		select {
@@ -172,37 +183,72 @@ func (l *load) client(ctx context.Context, stop <-chan struct{}, rng *rand.Rand)
 			l.add(record{mode: modePlain, clientErr: err})
 			continue
 		}
+		booking := record{params: params, token: r.Token, outcome: invariants.ClientOutcome{UserID: r.ID, IdempotencyKey: key}}
+		var booked record
 		switch n := rng.IntN(100); {
 		case n < percentDoubleTap:
+			booking.mode = modeDoubleTap
 			var taps sync.WaitGroup
-			for _, start := range []uint64{rng.Uint64(), rng.Uint64()} {
-				taps.Go(func() { l.call(ctx, modeDoubleTap, r, key, params, start) })
+			var told [2]record
+			for i, start := range []uint64{rng.Uint64(), rng.Uint64()} {
+				taps.Go(func() { told[i] = l.call(ctx, booking, start) })
 			}
 			taps.Wait()
+			booked = told[0]
+			if told[1].outcome.Kind == invariants.OutcomeCreated {
+				booked = told[1]
+			}
 		case n < percentDoubleTap+percentAbandon:
+			booking.mode = modeAbandoned
 			giveUpAfter := time.Duration(20+rng.IntN(400)) * time.Millisecond
 			abandonCtx, cancel := context.WithTimeout(ctx, giveUpAfter)
-			l.call(abandonCtx, modeAbandoned, r, key, params, rng.Uint64())
+			l.call(abandonCtx, booking, rng.Uint64())
 			cancel()
 		default:
-			l.call(ctx, modePlain, r, key, params, rng.Uint64())
+			booking.mode = modePlain
+			booked = l.call(ctx, booking, rng.Uint64())
+		}
+		if booked.outcome.Kind == invariants.OutcomeCreated && rng.IntN(100) < percentCancel {
+			l.cancel(ctx, rng, r, strconv.FormatInt(booked.outcome.RideID, 10))
 		}
 		time.Sleep(time.Duration(rng.Int64N(int64(maxThinkTime))))
 	}
 }
 
-// call makes one CreateRide call with key and records how it ended. start picks the replica
-// of the first attempt.
-func (l *load) call(ctx context.Context, mode callMode, r rider, key string, params client.RideParams, start uint64) {
+// cancel cancels ride rideID of rider r under a fresh key, or, now and then, twice at once under
+// two.
+func (l *load) cancel(ctx context.Context, rng *rand.Rand, r rider, rideID string) {
+	calls := 1
+	mode := modeCancel
+	if rng.IntN(100) < percentCancelTwice {
+		calls, mode = 2, modeCancelTwice
+	}
+	var wg sync.WaitGroup
+	for range calls {
+		key, err := client.NewIdempotencyKey()
+		if err != nil {
+			l.add(record{mode: mode, clientErr: err})
+			break
+		}
+		rec := record{mode: mode, rideID: rideID, token: r.Token, outcome: invariants.ClientOutcome{UserID: r.ID, IdempotencyKey: key}}
+		start := rng.Uint64()
+		wg.Go(func() { l.call(ctx, rec, start) })
+	}
+	wg.Wait()
+}
+
+// call makes one call, rec's booking or cancel under rec's key, and records how it ended. start
+// picks the replica of the first attempt.
+func (l *load) call(ctx context.Context, rec record, start uint64) record {
 	l.inFlight.Add(1)
 	defer l.inFlight.Add(-1)
 	maxElapsed := clientMaxElapsed
-	if mode == modeRedrive {
+	if rec.mode == modeRedrive {
 		maxElapsed = redriveMaxElapsed
 	}
 	c := &client.Client{
 		BaseURL: "http://" + l.hosts[0], // the transport picks the replica of each attempt
-		Token:   r.Token,
+		Token:   rec.token,
 		HTTPClient: &http.Client{
 			Timeout:   attemptTimeout,
 			Transport: &roundRobin{hosts: l.hosts, next: start, base: l.base, answers: l.answers},
@@ -211,20 +257,33 @@ func (l *load) call(ctx context.Context, mode callMode, r rider, key string, par
 		BaseBackoff: clientBaseBackoff,
 		MaxBackoff:  clientMaxBackoff,
 	}
-	res, err := c.CreateRideWithKey(ctx, key, params)
-	rec := record{mode: mode, params: params, token: r.Token,
-		outcome: invariants.ClientOutcome{UserID: r.ID, IdempotencyKey: key}}
+	key := rec.outcome.IdempotencyKey
+	var (
+		res *client.Result
+		err error
+	)
+	if rec.isCancel() {
+		res, err = c.CancelRideWithKey(ctx, key, rec.rideID)
+	} else {
+		res, err = c.CreateRideWithKey(ctx, key, rec.params)
+	}
 
 	var apiErr *client.APIError
 	var unknown *client.UnknownOutcomeError
 	switch {
 	case err == nil:
 		rec.outcome.Kind = invariants.OutcomeCreated
+		if rec.isCancel() {
+			rec.outcome.Kind = invariants.OutcomeCancelled
+		}
 		// The API's ride ids are strings; the checker holds them to the rows' numbers. One that
 		// does not parse stays 0, which no ride has, and is reported as a contradiction.
 		rec.outcome.RideID, _ = strconv.ParseInt(res.Ride.ID, 10, 64)
 		if res.Ride.StripeChargeID != nil {
 			rec.outcome.ChargeID = *res.Ride.StripeChargeID
+		}
+		if res.Ride.StripeRefundID != nil {
+			rec.outcome.RefundID = *res.Ride.StripeRefundID
 		}
 		rec.attempts, rec.replayed = res.Attempts, res.Replayed
 	case errors.As(err, &apiErr):
@@ -239,6 +298,7 @@ func (l *load) call(ctx context.Context, mode callMode, r rider, key string, par
 		rec.clientErr = err
 	}
 	l.add(rec)
+	return rec
 }
 
 func (l *load) add(rec record) {
@@ -254,9 +314,38 @@ func (l *load) snapshot() []record {
 	return append([]record(nil), l.records...)
 }
 
+// bookedRide is a ride a client was told was booked, for the dashboard's refunds and the banks'
+// disputes to pick from.
+type bookedRide struct {
+	id       int64
+	chargeID string
+}
+
+// bookedRides returns the rides clients were told were booked and no client asked to cancel,
+// in the order they were booked.
+func (l *load) bookedRides() []bookedRide {
+	records := l.snapshot()
+	cancelled := map[string]bool{}
+	for _, rec := range records {
+		if rec.isCancel() {
+			cancelled[rec.rideID] = true
+		}
+	}
+	seen := map[int64]bool{}
+	var rides []bookedRide
+	for _, rec := range records {
+		o := rec.outcome
+		if o.Kind == invariants.OutcomeCreated && !seen[o.RideID] && !cancelled[strconv.FormatInt(o.RideID, 10)] {
+			seen[o.RideID] = true
+			rides = append(rides, bookedRide{id: o.RideID, chargeID: o.ChargeID})
+		}
+	}
+	return rides
+}
+
 // redrive asks again, with the same key and parameters, about every key whose every call so
-// far ended unknown: what an honest client does when it comes back. It returns how many keys it
-// asked about.
+// far ended unknown: what an honest client does when it comes back, to a booking or a cancel. It
+// returns how many keys it asked about.
 func (l *load) redrive(ctx context.Context) int {
 	records := l.snapshot()
 	settled := map[string]bool{}
@@ -278,8 +367,9 @@ func (l *load) redrive(ctx context.Context) int {
 	for i := range l.cfg.clients {
 		wg.Go(func() {
 			for rec := range work {
-				r := rider{ID: rec.outcome.UserID, Token: rec.token}
-				l.call(ctx, modeRedrive, r, rec.outcome.IdempotencyKey, rec.params, uint64(i))
+				again := record{mode: modeRedrive, params: rec.params, rideID: rec.rideID, token: rec.token,
+					outcome: invariants.ClientOutcome{UserID: rec.outcome.UserID, IdempotencyKey: rec.outcome.IdempotencyKey}}
+				l.call(ctx, again, uint64(i))
 			}
 		})
 	}

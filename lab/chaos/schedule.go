@@ -19,6 +19,10 @@ const (
 	faultStripeTimeout   faultKind = "stripe_timeout"          // Stripe holds the request until the API gives up
 	faultStripeDrop      faultKind = "stripe_charge_then_drop" // Stripe charges, then drops the connection
 	faultStripeLatency   faultKind = "stripe_latency"          // Stripe slows down for a while
+	faultRefund500       faultKind = "stripe_refund_error_500" // Stripe answers a refund 500 without refunding
+	faultRefundDrop      faultKind = "stripe_refund_then_drop" // Stripe refunds, then drops the connection
+	faultDashboardRefund faultKind = "stripe_dashboard_refund" // someone refunds a booked ride's charge at Stripe's dashboard
+	faultDispute         faultKind = "stripe_dispute"          // a rider's bank disputes a booked ride's charge
 	faultDatabaseRestart faultKind = "db_restart"              // the database stops, and starts again
 	faultFailoverKill    faultKind = "db_failover_kill"        // -ha: the primary's machine dies; the standby takes over
 	faultFailoverFreeze  faultKind = "db_failover_freeze"      // -ha: the primary's machine hangs; the standby takes over
@@ -38,14 +42,26 @@ var randomFaultKinds = []struct {
 	{faultStripeTimeout, 2},
 	{faultStripeDrop, 3},
 	{faultStripeLatency, 1},
+	{faultRefund500, 1},
+	{faultRefundDrop, 2},
+	{faultDashboardRefund, 1},
+	{faultDispute, 1},
 }
 
-// stripeFaultNames are the stand-in's names of the queued Stripe faults.
-var stripeFaultNames = map[faultKind]string{
-	faultStripe500:     "error_500",
-	faultStripeTimeout: "timeout",
-	faultStripeDrop:    "charge_then_drop",
-}
+// stripeFaultNames are the stand-in's names of the queued Stripe faults of charges, and
+// refundFaultNames of refunds. A refund fault is queued for refunds alone, which cancels send one
+// in ten rides or so: it strikes whenever the next refund comes.
+var (
+	stripeFaultNames = map[faultKind]string{
+		faultStripe500:     "error_500",
+		faultStripeTimeout: "timeout",
+		faultStripeDrop:    "charge_then_drop",
+	}
+	refundFaultNames = map[faultKind]string{
+		faultRefund500:  "error_500",
+		faultRefundDrop: "charge_then_drop",
+	}
+)
 
 // Schedule shape. A fault every 1.5 s on average keeps a few always in play (a Stripe fault
 // costs a client the 5 s Retry-After of a 503, a crash the lock timeout) without leaving the
@@ -73,8 +89,10 @@ func (f fault) String() string {
 	switch f.kind {
 	case faultAPIKill, faultAPIFreeze, faultBackgroundKill, faultDeploy:
 		s += fmt.Sprintf(" target=%d", f.target)
-	case faultStripe500, faultStripeTimeout, faultStripeDrop:
+	case faultStripe500, faultStripeTimeout, faultStripeDrop, faultRefund500, faultRefundDrop:
 		s += fmt.Sprintf(" count=%d", f.count)
+	case faultDashboardRefund, faultDispute:
+		s += fmt.Sprintf(" ride=%d", f.target)
 	case faultStripeLatency:
 		s += fmt.Sprintf(" latency=%s for=%s", f.delay, f.pause)
 	case faultDatabaseRestart:

@@ -31,9 +31,10 @@ type service struct {
 	stopping bool
 	keeping  chan struct{} // closed when the keeper goroutine returns
 
-	// envAfterCrash, when set, replaces env once the process exits by itself (crashes), for
-	// good: a process armed to crash once is restarted unarmed.
-	envAfterCrash []string
+	// envsAfterCrash replace env in turn, each once the process exits by itself (crashes): a
+	// process armed to crash for certain at one point is restarted armed for the next, and at
+	// last with chance alone.
+	envsAfterCrash [][]string
 
 	starts          int
 	unexpectedExits int // exits that neither kill nor stop asked for: crashes
@@ -97,8 +98,8 @@ func (s *service) keep(p *supervisor.Process, done chan struct{}) {
 		if !p.Expected() {
 			s.unexpectedExits++
 			s.logf("%s exited by itself: %v", s.label, p.Err())
-			if s.envAfterCrash != nil {
-				s.env, s.envAfterCrash = s.envAfterCrash, nil
+			if len(s.envsAfterCrash) > 0 {
+				s.env, s.envsAfterCrash = s.envsAfterCrash[0], s.envsAfterCrash[1:]
 			}
 		}
 		s.proc = nil
@@ -200,7 +201,7 @@ func (s *service) restartWith(env []string) error {
 	stopErr := s.stop()
 	if env != nil {
 		s.mu.Lock()
-		s.env, s.envAfterCrash = env, nil
+		s.env, s.envsAfterCrash = env, nil
 		s.mu.Unlock()
 	}
 	if err := s.start(); err != nil {

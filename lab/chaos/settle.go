@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/rocketrides/rocketrides/internal/jobargs"
+	"github.com/rocketrides/rocketrides/phases"
 )
 
 // Settling bounds, far above what settling takes: the completer needs its min age, or a lock
@@ -36,17 +38,24 @@ func (s *soak) settle(ctx context.Context) error {
 	if s.unfinishedAtSoakEnd, err = s.countUnfinished(ctx); err != nil {
 		return err
 	}
-	s.progress("faults stopped with %d keys unfinished; restarting the APIs without FAULTS", s.unfinishedAtSoakEnd)
+	s.progress("faults stopped with %d keys unfinished; restarting the APIs without FAULTS, and the workers", s.unfinishedAtSoakEnd)
 	if err := s.st.stripe.setLatency(ctx, 0); err != nil {
 		return err
 	}
-	if pending, err := s.st.stripe.pendingFaults(ctx); err == nil && len(pending) > 0 {
-		s.progress("%d Stripe faults still queued; they strike the next charges", len(pending))
+	// Events held back for reordering go out now, and each once from here on.
+	if err := s.st.stripe.setWebhookBehavior(ctx, webhookBehavior{}); err != nil {
+		return err
+	}
+	if charges, refunds, err := s.st.stripe.pendingFaults(ctx); err == nil && len(charges)+len(refunds) > 0 {
+		s.progress("%d Stripe faults still queued for charges and %d for refunds; they strike the next ones", len(charges), len(refunds))
 	}
 	for i, api := range s.st.apis {
-		if err := api.restartWith(s.st.apiEnv(i, false, false)); err != nil {
+		if err := api.restartWith(s.st.apiEnv(i, false, "")); err != nil {
 			s.fail("%v", err)
 		}
+	}
+	if err := s.restartWorkers(ctx); err != nil {
+		return err
 	}
 	if err := s.st.waitReady(ctx); err != nil {
 		return err
@@ -91,9 +100,39 @@ func (s *soak) countUnfinished(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// drain waits until every staged job reached River, River finished every receipt job, and
-// every booked ride has its receipt recorded. What is still missing at the deadline is left for
-// the invariant checker to report in detail.
+// restartWorkers stops every worker, notes the database's time, and starts them again, as a
+// deploy would. A receipt job still running that a worker took before that moment was taken by
+// a process that is gone, one the soak killed: drain makes it available again.
+func (s *soak) restartWorkers(ctx context.Context) error {
+	var workers []*service
+	for _, svc := range s.st.background {
+		if svc.name == "worker" {
+			workers = append(workers, svc)
+		}
+	}
+	for _, svc := range workers {
+		if err := svc.stop(); err != nil {
+			s.fail("%v", err)
+		}
+	}
+	if err := s.st.pool.QueryRow(ctx, `SELECT now()`).Scan(&s.workersRestarted); err != nil {
+		return fmt.Errorf("error reading the database's time: %w", err)
+	}
+	for _, svc := range workers {
+		if err := svc.start(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// receiptKinds are the jobs of receipts: the ride's, and the refund's of a cancelled ride.
+var receiptKinds = []string{jobargs.SendRideReceiptKind, jobargs.SendRefundReceiptKind}
+
+// drain waits until every staged job reached River, River finished every receipt job, every
+// booked ride has its receipt recorded and every cancelled one its refund receipt, and every
+// refund and dispute Stripe emitted an event of was applied by the webhook. What is still missing
+// at the deadline is left for the invariant checker to report in detail.
 func (s *soak) drain(ctx context.Context) error {
 	riverClient, err := river.NewClient(riverpgxv5.New(s.st.pool), &river.Config{})
 	if err != nil {
@@ -101,23 +140,34 @@ func (s *soak) drain(ctx context.Context) error {
 	}
 	start := time.Now()
 	for {
-		var staged, pending, unsent int
+		if err := s.rescueOrphanedJobs(ctx); err != nil {
+			return err
+		}
+		var staged, pending, unsent, refundsUnsent int
 		err := s.st.pool.QueryRow(ctx, `
 			SELECT (SELECT count(*) FROM staged_jobs),
-			       (SELECT count(*) FROM river_job WHERE kind = $1 AND state NOT IN ('completed', 'cancelled', 'discarded')),
+			       (SELECT count(*) FROM river_job WHERE kind = ANY($1) AND state NOT IN ('completed', 'cancelled', 'discarded')),
 			       (SELECT count(*) FROM rides r JOIN idempotency_keys k ON k.id = r.idempotency_key_id
-			        WHERE k.response_code = 201 AND r.receipt_sent_at IS NULL)`, jobargs.SendRideReceiptKind).
-			Scan(&staged, &pending, &unsent)
+			        WHERE k.response_code = 201 AND r.receipt_sent_at IS NULL),
+			       (SELECT count(*) FROM rides r JOIN idempotency_keys k ON k.id = r.cancel_idempotency_key_id
+			        WHERE k.response_code = 200 AND r.refund_receipt_sent_at IS NULL)`, receiptKinds).
+			Scan(&staged, &pending, &unsent, &refundsUnsent)
 		if err != nil {
 			return fmt.Errorf("error watching the drain: %w", err)
 		}
-		if staged == 0 && pending == 0 && unsent == 0 {
-			s.progress("drained in %.1fs", time.Since(start).Seconds())
-			return nil
+		unapplied := -1 // not looked at yet
+		if staged == 0 && pending == 0 && unsent == 0 && refundsUnsent == 0 {
+			if unapplied, err = s.unappliedEvents(ctx); err != nil {
+				return err
+			}
+			if unapplied == 0 {
+				s.progress("drained in %.1fs", time.Since(start).Seconds())
+				return nil
+			}
 		}
 		if time.Since(start) > drainWait {
-			s.progress("not drained after %s: %d staged jobs, %d receipt jobs pending (%s), %d receipts unsent",
-				drainWait, staged, pending, s.pendingJobStates(ctx), unsent)
+			s.progress("not drained after %s: %d staged jobs, %d receipt jobs pending (%s), %d receipts and %d refund receipts unsent, %d Stripe events unapplied (-1: not counted)",
+				drainWait, staged, pending, s.pendingJobStates(ctx), unsent, refundsUnsent, unapplied)
 			return nil
 		}
 		if time.Since(start) > retryJobsAfter {
@@ -131,24 +181,87 @@ func (s *soak) drain(ctx context.Context) error {
 	}
 }
 
-// retryWaitingJobs makes receipt jobs waiting for a retry available now.
+// rescueOrphanedJobs makes receipt jobs available again that are running, and were taken before
+// the workers were restarted (see restartWorkers): no process works them any more. River's
+// rescuer would do the same, but only after an hour (RescueStuckJobsAfter), long past a soak's
+// end. Each such job may mail its receipt a second time, if the killed worker had mailed it and
+// not yet recorded it: duplicateReceiptBound counts one copy for each.
+func (s *soak) rescueOrphanedJobs(ctx context.Context) error {
+	if s.workersRestarted.IsZero() {
+		return nil
+	}
+	rows, err := s.st.pool.Query(ctx, `
+		UPDATE river_job SET state = 'available', scheduled_at = now()
+		WHERE kind = ANY($1) AND state = 'running' AND attempted_at < $2
+		RETURNING id, kind, args->>'ride_id'`, receiptKinds, s.workersRestarted)
+	if err != nil {
+		return fmt.Errorf("error rescuing receipt jobs a gone worker left running: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id           int64
+			kind, rideID string
+		)
+		if err := rows.Scan(&id, &kind, &rideID); err != nil {
+			return fmt.Errorf("error rescuing receipt jobs a gone worker left running: %w", err)
+		}
+		s.jobsRescued++
+		s.events.note(fmt.Sprintf("rescued %s job %d of ride %s, left running by a worker that is gone", kind, id, rideID))
+	}
+	return rows.Err()
+}
+
+// unappliedEvents counts the events of refunds and disputes that Stripe emitted and that the
+// webhook has not applied (recorded in stripe_events) yet.
+func (s *soak) unappliedEvents(ctx context.Context) (int, error) {
+	events, err := s.st.stripe.webhookEvents(ctx)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := s.st.pool.Query(ctx, `SELECT id FROM stripe_events`)
+	if err != nil {
+		return 0, fmt.Errorf("error reading Stripe events: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("error reading Stripe events: %w", err)
+	}
+	applied := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		applied[id] = true
+	}
+	n := 0
+	for _, raw := range events {
+		var ev struct{ ID, Type string }
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return 0, fmt.Errorf("error reading a Stripe event: %w", err)
+		}
+		if (ev.Type == phases.EventChargeRefunded || ev.Type == phases.EventChargeDisputeCreated) && !applied[ev.ID] {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // pendingJobStates says which states the receipt jobs left pending are in, and how many are in
 // each, attempts included: what to look at when a drain runs out of time.
 func (s *soak) pendingJobStates(ctx context.Context) string {
 	var states string
 	err := s.st.pool.QueryRow(ctx, `
-		SELECT coalesce(string_agg(state || ' attempt ' || attempt || ': ' || n, ', '), 'none')
-		FROM (SELECT state::text, attempt, count(*) AS n FROM river_job
-		      WHERE kind = $1 AND state NOT IN ('completed', 'cancelled', 'discarded')
-		      GROUP BY state, attempt ORDER BY state, attempt) AS pending`, jobargs.SendRideReceiptKind).Scan(&states)
+		SELECT coalesce(string_agg(kind || ' ' || state || ' attempt ' || attempt || ': ' || n, ', '), 'none')
+		FROM (SELECT kind, state::text, attempt, count(*) AS n FROM river_job
+		      WHERE kind = ANY($1) AND state NOT IN ('completed', 'cancelled', 'discarded')
+		      GROUP BY kind, state, attempt ORDER BY kind, state, attempt) AS pending`, receiptKinds).Scan(&states)
 	if err != nil {
 		return "states unknown: " + err.Error()
 	}
 	return states
 }
 
+// retryWaitingJobs makes receipt jobs waiting for a retry available now.
 func (s *soak) retryWaitingJobs(ctx context.Context, riverClient *river.Client[pgx.Tx]) error {
-	rows, err := s.st.pool.Query(ctx, `SELECT id FROM river_job WHERE kind = $1 AND state IN ('retryable', 'scheduled')`, jobargs.SendRideReceiptKind)
+	rows, err := s.st.pool.Query(ctx, `SELECT id FROM river_job WHERE kind = ANY($1) AND state IN ('retryable', 'scheduled')`, receiptKinds)
 	if err != nil {
 		return fmt.Errorf("error finding waiting receipt jobs: %w", err)
 	}

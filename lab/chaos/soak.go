@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,24 +24,34 @@ type soak struct {
 	load     *load
 	started  time.Time
 
+	// interrupted ends when the soak is interrupted (SIGINT, SIGTERM): the faults that otherwise
+	// run to their end whatever the soak's end says (a failover) give up then, so that the
+	// stack is stopped and the soak reports.
+	interrupted context.Context
+
 	faultsWG  sync.WaitGroup
 	dbFaults  sync.WaitGroup // database faults fired and not yet over
 	dbMu      sync.Mutex     // one database restart or failover at a time
 	latencyMu sync.Mutex     // one slow spell at a time
 	fatal     chan error     // the stack broke beyond repair (the database did not come back)
 
-	mu          sync.Mutex
-	fired       map[faultKind]int // faults the harness performed; for Stripe faults, queued
-	faultErrors []string          // faults that could not be performed
-	unavailable []time.Duration   // each failover's: from the primary's loss to the first 201 after it
+	mu               sync.Mutex
+	fired            map[faultKind]int // faults the harness performed; for Stripe faults, queued
+	faultErrors      []string          // faults that could not be performed
+	unavailable      []time.Duration   // each failover's: from the primary's loss to the first 201 after it
+	dashboardRefunds []string          // the refunds the soak made from Stripe's dashboard
+	refusedActions   int               // dashboard refunds and disputes Stripe refused: the charge was refunded or disputed already
 
 	// What settling found.
 	unfinishedAtSoakEnd   int // keys not finished when the faults stopped
 	unfinishedAfterSettle int // keys neither the clients nor the completer finished
 	redriven              int
 	jobsRetriedEarly      int
+	jobsRescued           int       // receipt jobs left running by a worker that is gone, made available again
+	workersRestarted      time.Time // by the database's clock: every worker process running since started after it
 	stripeChargeRequests  int
-	failures              []string // broken promises that are no invariant of the data: unclean stops, client bugs
+	refundFaultsPending   map[string]int // refund faults queued and never struck, by the stand-in's name; nil: unknown
+	failures              []string       // broken promises that are no invariant of the data: unclean stops, client bugs
 }
 
 func newSoak(cfg *config, st *stack, events *eventLog, progress func(string, ...any)) *soak {
@@ -69,6 +81,7 @@ func newSoak(cfg *config, st *stack, events *eventLog, progress func(string, ...
 // run books rides for cfg.duration while the faults fire, then stops both: no new ride is
 // started and no new fault fires, but calls in progress go on (settle waits for them).
 func (s *soak) run(ctx context.Context) error {
+	s.interrupted = ctx
 	for _, f := range s.faults {
 		s.events.note("scheduled fault " + f.String())
 	}
@@ -87,8 +100,18 @@ loop:
 		select {
 		case <-end:
 			// The database's faults run to their end under load: a failover waits for a ride
-			// booked after it, and one still queued behind another must not be skipped.
-			s.dbFaults.Wait()
+			// booked after it, and one still queued behind another must not be skipped. An
+			// interrupt does not wait for them.
+			dbFaultsOver := make(chan struct{})
+			go func() {
+				s.dbFaults.Wait()
+				close(dbFaultsOver)
+			}()
+			select {
+			case <-dbFaultsOver:
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
 			break loop
 		case <-ticker.C:
 			s.progress("%s", s.progressLine())
@@ -102,6 +125,8 @@ loop:
 	close(stopLoad)
 	stopInjecting()
 	s.faultsWG.Wait()
+	// For the summary of a soak cut short; check notes them again at the end.
+	_ = s.notePendingRefundFaults(context.WithoutCancel(ctx)) // unknown if it fails: the summary says so
 	if err == nil {
 		select {
 		case err = <-s.fatal: // a database restart that failed as the soak ended
@@ -147,12 +172,13 @@ func (s *soak) inject(ctx context.Context, f fault) {
 			s.events.note(fmt.Sprintf("fault %s: skipped, %s not running", f.kind, svc.label))
 		}
 	case faultBackgroundKill:
-		// Not the workers: a worker killed between mailing a receipt and recording it mails it
-		// again, which is documented at-least-once behaviour, and its job would stay running
-		// until River rescues it an hour later.
+		// Not the reaper, which has nothing to do in a soak. A worker killed between mailing a
+		// receipt and recording it mails it again, which is documented at-least-once behaviour;
+		// its jobs stay running until River would rescue them an hour later, and settle rescues
+		// them sooner (see drain), each a receipt that may go out twice.
 		var targets []*service
 		for _, svc := range s.st.background {
-			if svc.name == "enqueuer" || svc.name == "completer" {
+			if svc.name != "reaper" {
 				targets = append(targets, svc)
 			}
 		}
@@ -173,6 +199,14 @@ func (s *soak) inject(ctx context.Context, f fault) {
 			return
 		}
 		s.count(f.kind, f.count)
+	case faultRefund500, faultRefundDrop:
+		if err := s.st.stripe.injectRefundFaults(ctx, refundFaultNames[f.kind], f.count); err != nil {
+			s.faultFailed(f, err)
+			return
+		}
+		s.count(f.kind, f.count)
+	case faultDashboardRefund, faultDispute:
+		s.dashboardAction(ctx, f)
 	case faultStripeLatency:
 		s.latencyMu.Lock()
 		defer s.latencyMu.Unlock()
@@ -192,6 +226,69 @@ func (s *soak) inject(ctx context.Context, f fault) {
 		s.restartDatabase(ctx, f)
 	case faultFailoverKill, faultFailoverFreeze:
 		s.failover(ctx, f)
+	}
+}
+
+// dashboardAction refunds a booked ride's charge from Stripe's dashboard, or has the rider's bank
+// dispute it, as f says: Stripe tells the webhook, and the ride must show it. The ride is drawn
+// from those booked so far; one whose charge Stripe refuses to act on (a cancel refunded it
+// meanwhile) is counted and left, and the next one tried.
+func (s *soak) dashboardAction(ctx context.Context, f fault) {
+	rides := s.load.bookedRides()
+	for i := range min(len(rides), maxDashboardTries) {
+		ride := rides[(f.target+i)%len(rides)]
+		var err error
+		if f.kind == faultDashboardRefund {
+			err = s.refundFromDashboard(ctx, ride.chargeID)
+		} else {
+			err = s.st.stripe.disputeCharge(ctx, ride.chargeID)
+		}
+		switch {
+		case errors.Is(err, errRefused):
+			s.mu.Lock()
+			s.refusedActions++
+			s.mu.Unlock()
+			continue
+		case err != nil:
+			s.faultFailed(f, err)
+			return
+		}
+		s.events.note(fmt.Sprintf("fault %s: ride %d, charge %s", f.kind, ride.id, ride.chargeID))
+		s.count(f.kind, 1)
+		return
+	}
+	s.events.note(fmt.Sprintf("fault %s: skipped, no booked ride Stripe would act on", f.kind))
+}
+
+// maxDashboardTries bounds the rides a dashboard action tries before it gives up.
+const maxDashboardTries = 5
+
+// refundFromDashboard refunds chargeID from the dashboard and notes the refund as the soak's own.
+// If the answer was lost, the refund may have been made all the same: the dashboard's refunds are
+// the only ones without an idempotency key, so those of the charge are the soak's.
+func (s *soak) refundFromDashboard(ctx context.Context, chargeID string) error {
+	id, err := s.st.stripe.refundCharge(ctx, chargeID)
+	if err != nil && !errors.Is(err, errRefused) {
+		if refunds, listErr := s.st.stripe.refunds(context.WithoutCancel(ctx), chargeID); listErr == nil {
+			for _, rf := range refunds {
+				if rf.IdempotencyKey == "" {
+					s.noteDashboardRefund(rf.ID)
+				}
+			}
+		}
+		return err
+	}
+	if err == nil {
+		s.noteDashboardRefund(id)
+	}
+	return err
+}
+
+func (s *soak) noteDashboardRefund(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.dashboardRefunds, id) {
+		s.dashboardRefunds = append(s.dashboardRefunds, id)
 	}
 }
 
@@ -262,11 +359,13 @@ func (s *soak) firedCounts() map[faultKind]int {
 
 // progressLine sums up the soak so far in one line.
 func (s *soak) progressLine() string {
-	var created, refused, unknown int
+	var created, cancelled, refused, unknown int
 	for _, rec := range s.load.snapshot() {
 		switch rec.outcome.Kind {
 		case invariants.OutcomeCreated:
 			created++
+		case invariants.OutcomeCancelled:
+			cancelled++
 		case invariants.OutcomeRefused:
 			refused++
 		default:
@@ -275,7 +374,7 @@ func (s *soak) progressLine() string {
 	}
 	fired := s.firedCounts()
 	ev := s.events.counts()
-	return fmt.Sprintf("calls: %d created, %d refused, %d unknown, %d in flight | faults: %d api kills, %d self-crashes, %d stripe, %d db restarts",
-		created, refused, unknown, s.load.inFlight.Load(),
-		fired[faultAPIKill], sumOf(ev.selfCrashes), sumOf(ev.stripeFaults), fired[faultDatabaseRestart])
+	return fmt.Sprintf("calls: %d created, %d cancelled, %d refused, %d unknown, %d in flight | faults: %d api kills, %d self-crashes, %d stripe, %d db restarts",
+		created, cancelled, refused, unknown, s.load.inFlight.Load(),
+		fired[faultAPIKill], sumOf(ev.selfCrashes), sumOf(ev.stripeFaults), fired[faultDatabaseRestart]+fired[faultFailoverKill]+fired[faultFailoverFreeze])
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,9 +34,12 @@ func TestSoak(t *testing.T) {
 		t.Errorf("want at least 100 requests and 50 rides booked, got %d and %d", sum.Requests, sum.KeysCreated)
 	}
 	// None is left to chance: the schedule holds every kind, and the first API crashes itself
-	// for certain on its first request that reaches forcedCrashPoint.
-	if sum.SelfCrashesByPoint[string(forcedCrashPoint)] == 0 {
-		t.Errorf("want the forced crash at %s, got self-crashes %v", forcedCrashPoint, sum.SelfCrashesByPoint)
+	// for certain on its first booking that reaches the first of forcedCrashPoints, then on its
+	// first cancel that reaches the second: Stripe refunded, and nothing recorded it.
+	for _, point := range forcedCrashPoints {
+		if sum.SelfCrashesByPoint[string(point)] == 0 {
+			t.Errorf("want the forced crash at %s, got self-crashes %v", point, sum.SelfCrashesByPoint)
+		}
 	}
 	for _, kind := range []string{
 		string(faultAPIKill), "api_self_crash", string(faultStripe500), string(faultStripeTimeout),
@@ -48,19 +52,30 @@ func TestSoak(t *testing.T) {
 	if sum.Receipts != sum.KeysCreated {
 		t.Errorf("want a receipt for each of the %d rides booked, got %d", sum.KeysCreated, sum.Receipts)
 	}
+	// One ride in ten is cancelled; the webhook hears of every refund, ours and the dashboard's,
+	// and of every dispute.
+	if sum.KeysCancelled == 0 || sum.CancelledRides != sum.KeysCancelled || sum.RefundReceipts != sum.KeysCancelled {
+		t.Errorf("want rides cancelled, each with its refund receipt: %d cancels, %d cancelled rides, %d refund receipts",
+			sum.KeysCancelled, sum.CancelledRides, sum.RefundReceipts)
+	}
+	if sum.Faults[string(faultDashboardRefund)]+sum.Faults[string(faultDispute)] == 0 || sum.StripeEvents == 0 {
+		t.Errorf("want refunds from the dashboard or disputes, and the webhook to apply Stripe's events, got %v and %d events",
+			sum.Faults, sum.StripeEvents)
+	}
 	// chaos fails on these itself; the test holds the summary to them as well, so that a
 	// change to what chaos counts as a failure cannot quietly let them through.
 	if len(sum.ForReview) > 0 {
 		t.Errorf("want no request set aside for review, got %q", sum.ForReview)
 	}
-	if sum.Emails != sum.Receipts+sum.DuplicateEmails {
-		t.Errorf("want every email a recorded receipt or a copy of one: %d emails, %d receipts, %d copies",
-			sum.Emails, sum.Receipts, sum.DuplicateEmails)
+	if sum.Emails != sum.Receipts+sum.RefundReceipts+sum.DuplicateEmails {
+		t.Errorf("want every email a recorded receipt, refund receipt or a copy of one: %d emails, %d receipts, %d refund receipts, %d copies",
+			sum.Emails, sum.Receipts, sum.RefundReceipts, sum.DuplicateEmails)
 	}
 	// Its outages are all shorter than the worker's record timeout: the contract allows one
-	// copy, for a machine that stretches one.
-	if sum.DuplicateBound != 1 || sum.DuplicateEmails > sum.DuplicateBound {
-		t.Errorf("want at most 1 copy of a receipt mailed, got %d of %d allowed: %s", sum.DuplicateEmails, sum.DuplicateBound, firstFew(sum.Duplicates, 5))
+	// copy, for a machine that stretches one, and one for each job a killed worker left running.
+	if sum.DuplicateBound != 1+sum.ReceiptJobsRescued || sum.DuplicateEmails > sum.DuplicateBound {
+		t.Errorf("want at most %d copies of receipts mailed, got %d of %d allowed: %s",
+			1+sum.ReceiptJobsRescued, sum.DuplicateEmails, sum.DuplicateBound, firstFew(sum.Duplicates, 5))
 	}
 }
 
@@ -101,7 +116,7 @@ func TestSoakFailover(t *testing.T) {
 	}
 	// Not in parallel with TestSoak: the failovers' timing is measured, and two soaks at once
 	// would stretch it on a two-core machine.
-	sum := runSoak(t, 6*time.Minute, "-ha", "-duration", "75s", "-db-restarts", "5", "-clients", "8")
+	sum := runSoak(t, 7*time.Minute, "-ha", "-duration", "75s", "-db-restarts", "5", "-clients", "8")
 
 	if sum.Faults[string(faultFailoverKill)] < 2 || sum.Faults[string(faultFailoverFreeze)] < 2 ||
 		len(sum.Unavailable) != 5 {
@@ -110,9 +125,9 @@ func TestSoakFailover(t *testing.T) {
 	if n := sum.AnswersByStatus["500"]; n > 0 {
 		t.Errorf("want no 500, got %d", n)
 	}
-	if sum.Receipts != sum.KeysCreated || sum.DuplicateEmails > sum.DuplicateBound {
-		t.Errorf("want one receipt for each of the %d rides and at most %d copies, got %d and %d copies",
-			sum.KeysCreated, sum.DuplicateBound, sum.Receipts, sum.DuplicateEmails)
+	if sum.Receipts != sum.KeysCreated || sum.RefundReceipts != sum.KeysCancelled || sum.DuplicateEmails > sum.DuplicateBound {
+		t.Errorf("want one receipt for each of the %d rides and one refund receipt for each of the %d cancels, and at most %d copies; got %d, %d and %d copies",
+			sum.KeysCreated, sum.KeysCancelled, sum.DuplicateBound, sum.Receipts, sum.RefundReceipts, sum.DuplicateEmails)
 	}
 	if sum.KeysCreated < 100 {
 		t.Errorf("want at least 100 rides booked through the failovers, got %d", sum.KeysCreated)
@@ -124,25 +139,51 @@ func TestSoakFailover(t *testing.T) {
 	t.Logf("seconds from the primary's loss to the first ride booked: %v", sum.Unavailable)
 }
 
+// soakStopGrace is how long an interrupted chaos has to stop its stack (every process, the
+// database or the pg_auto_failover formation) and print what it found before it is killed: a
+// killed chaos leaves its formation running and reports nothing.
+const soakStopGrace = 2 * time.Minute
+
 // runSoak runs the chaos binary with args, and returns its summary once it found every
-// invariant held, with no failure and no data race in any process.
+// invariant held, with no failure and no data race in any process. A chaos that is still running
+// after timeout (or so near go test's own -timeout that it could not stop in time) is told to
+// stop, as an operator's Ctrl-C does: it stops its stack and reports, and the test fails with
+// that report. Its log is kept, and its path printed, whenever the test fails.
 func runSoak(t *testing.T, timeout time.Duration, args ...string) *summary {
 	t.Helper()
 	bin := proctest.BuildPackage(t, "./lab/chaos")
 	seed := uint64(time.Now().UnixNano())
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp("", "rocketrides-chaos-soak-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the soak's log and summary are kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir) // a temporary directory; the OS cleans it up eventually
+	})
 	summaryPath := filepath.Join(dir, "summary.json")
 	logPath := filepath.Join(dir, "chaos.log")
-	t.Logf("seed %d", seed)
+	if deadline, ok := t.Deadline(); ok {
+		timeout = min(timeout, time.Until(deadline)-soakStopGrace-30*time.Second)
+	}
+	t.Logf("seed %d, at most %s; log in %s", seed, timeout.Round(time.Second), logPath)
 
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	args = append(args, "-seed", strconv.FormatUint(seed, 10), "-log", logPath, "-summary-json", summaryPath)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = "." // inside the module, where chaos finds the commands to build
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = soakStopGrace
+	// Should this test binary die first (go test's -timeout), chaos is told to stop all the same.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	started := time.Now()
+	err = cmd.Run()
 	t.Logf("chaos output:\n%s", out.String())
 	for _, report := range race.Reports(out.String()) {
 		t.Errorf("chaos reported a data race:\n%s", report)
@@ -151,6 +192,10 @@ func runSoak(t *testing.T, timeout time.Duration, args ...string) *summary {
 		t.Logf("tail of the processes' log:\n%s", tail(logPath, 80))
 		if last := lastWordsOfUnexpectedExits(logPath, 20); last != "" {
 			t.Logf("the last lines of processes that exited by themselves, other than APIs' crashes:\n%s", last)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("chaos did not finish within %s and was told to stop; it ended after %s: %v",
+				timeout.Round(time.Second), time.Since(started).Round(time.Second), err)
 		}
 		t.Fatalf("chaos failed: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -123,7 +124,19 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 		return nil, fmt.Errorf("error opening pool: %w", err)
 	}
 
-	stripe, err := st.sup.Start("", "fakestripe", nil, "-addr", "127.0.0.1:0")
+	for range cfg.apis {
+		port, err := supervisor.FreePort() // kept across restarts, so that clients find it again
+		if err != nil {
+			return nil, err
+		}
+		st.apiPorts = append(st.apiPorts, port)
+	}
+	// Stripe delivers its events to the first API, whose crashes and freezes it rides out by
+	// retrying, as Stripe does an endpoint that is down.
+	stripe, err := st.sup.Start("", "fakestripe", []string{
+		"STRIPE_WEBHOOK_URL=http://" + st.apiHosts()[0] + "/webhooks/stripe",
+		"STRIPE_WEBHOOK_SECRET=" + webhookSecret,
+	}, "-addr", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -132,9 +145,13 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 		return nil, fmt.Errorf("error starting the Stripe stand-in: %w", err)
 	}
 	st.stripe = newStripeControl(stripeURL)
+	if err := st.stripe.setWebhookBehavior(ctx, soakWebhookBehavior); err != nil {
+		return nil, err
+	}
 
 	st.baseEnv = append(st.baseEnv,
 		"STRIPE_API_KEY=sk_test_rocketrides_chaos",
+		"STRIPE_WEBHOOK_SECRET="+webhookSecret,
 		"STRIPE_API_URL="+stripeURL,
 		"SMTP_URL="+st.smtp.URL(),
 		"STRIPE_TIMEOUT="+stripeTimeout.String(),
@@ -153,14 +170,9 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 	}
 
 	for i := range cfg.apis {
-		port, err := supervisor.FreePort() // kept across restarts, so that clients find it again
-		if err != nil {
-			return nil, err
-		}
-		st.apiPorts = append(st.apiPorts, port)
-		env, envAfterCrash := st.soakAPIEnv(i)
+		env, envsAfterCrash := st.soakAPIEnv(i)
 		api := newService(st.sup, events, fmt.Sprintf("api-%d", i+1), "api", env)
-		api.envAfterCrash = envAfterCrash
+		api.envsAfterCrash = envsAfterCrash
 		st.apis = append(st.apis, api)
 		if err := api.start(); err != nil {
 			return nil, err
@@ -197,49 +209,67 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 	return st, nil
 }
 
-// soakAPIEnv is the environment the i-th API soaks in, faults armed: the first API starts with
-// its crash at forcedCrashPoint certain, and restarts after that crash with chance alone
-// (envAfterCrash; nil for the others, which keep env).
-func (st *stack) soakAPIEnv(i int) (env, envAfterCrash []string) {
-	if i == 0 {
-		return st.apiEnv(i, true, true), st.apiEnv(i, true, false)
+// soakAPIEnv is the environment the i-th API soaks in, faults armed, and the environments it
+// restarts with after each of its crashes (envsAfterCrash; nil for an API that keeps env). The
+// first API crashes for certain at each of forcedCrashPoints in turn, the next only once it
+// crashed at the one before, and then by chance alone.
+func (st *stack) soakAPIEnv(i int) (env []string, envsAfterCrash [][]string) {
+	if i != 0 {
+		return st.apiEnv(i, true, ""), nil
 	}
-	return st.apiEnv(i, true, false), nil
+	env = st.apiEnv(i, true, forcedCrashPoints[0])
+	for _, point := range forcedCrashPoints[1:] {
+		envsAfterCrash = append(envsAfterCrash, st.apiEnv(i, true, point))
+	}
+	return env, append(envsAfterCrash, st.apiEnv(i, true, ""))
 }
 
 // apiEnv is the environment of the i-th API, with its fault points armed when faulty. The
-// replicas take turns between two profiles. The first crashes at every fault point. The second
-// stalls once Stripe has answered, for longer than the lease: the stalled request is alive and
-// keeps renewing its lease, so it must keep its key and finish it. (Takeovers and fencing come
-// from the api_freeze fault.) It does not crash, or it would rarely live to the end of a stall.
+// replicas take turns between two profiles. The first crashes at every fault point, of a
+// booking and of a cancel. The second stalls once Stripe has answered a charge or a refund, for
+// longer than the lease: the stalled request is alive and keeps renewing its lease, so it must
+// keep its key and finish it. (Takeovers and fencing come from the api_freeze fault.) It does
+// not crash, or it would rarely live to the end of a stall.
 //
-// forceCrash makes the crashing profile crash at forcedCrashPoint for certain rather than by
-// chance: the first replica starts so, and once it crashed it restarts without (see soakAPIEnv).
-func (st *stack) apiEnv(i int, faulty, forceCrash bool) []string {
+// forceCrash, unless empty, replaces the crashing profile with a crash at that point for
+// certain, and nowhere else, so that no crash by chance comes first (see soakAPIEnv).
+func (st *stack) apiEnv(i int, faulty bool, forceCrash phases.FaultPoint) []string {
 	env := append(append([]string(nil), st.baseEnv...), "PORT="+strconv.Itoa(st.apiPorts[i]))
 	if !faulty || st.cfg.crashProb == 0 {
 		return env
 	}
 	p := strconv.FormatFloat(st.cfg.crashProb, 'g', -1, 64)
 	if i%2 == 0 {
+		if forceCrash != "" {
+			return append(env, "FAULTS="+string(forceCrash)+"=crash")
+		}
 		var rules []string
-		for _, point := range []phases.FaultPoint{phases.FaultPointRideCreated, phases.FaultPointChargeAnswered, phases.FaultPointFinished} {
-			rule := string(point) + "=crash@" + p
-			if forceCrash && point == forcedCrashPoint {
-				rule = string(point) + "=crash"
-			}
-			rules = append(rules, rule)
+		for _, point := range []phases.FaultPoint{
+			phases.FaultPointRideCreated, phases.FaultPointChargeAnswered, phases.FaultPointFinished,
+			phases.FaultPointCancelClaimed, phases.FaultPointRefundAnswered,
+		} {
+			rules = append(rules, string(point)+"=crash@"+p)
 		}
 		return append(env, "FAULTS="+strings.Join(rules, ","))
 	}
-	return append(env, fmt.Sprintf("FAULTS=charge_answered=stall:%[2]s@%[1]s", p, stallFor))
+	return append(env, fmt.Sprintf("FAULTS=charge_answered=stall:%[2]s@%[1]s,refund_answered=stall:%[2]s@%[1]s", p, stallFor))
 }
 
-// forcedCrashPoint is where the first API crashes for certain, on its first request that gets
-// there. Crashes at the fault points are drawn by chance (-crash-prob), and a soak that drew
+// forcedCrashPoints are where the first API crashes for certain, one after the other: on its
+// first request that gets to the first point, then, restarted, on its first that gets to the
+// second. Crashes at the fault points are drawn by chance (-crash-prob), and a soak that drew
 // none would have tested none; a crash with Stripe's charge taken and not yet recorded is the
-// one the article is about.
-const forcedCrashPoint = phases.FaultPointChargeAnswered
+// one the article is about, and its twin with Stripe's refund made and not yet recorded the
+// cancel's.
+var forcedCrashPoints = []phases.FaultPoint{phases.FaultPointChargeAnswered, phases.FaultPointRefundAnswered}
+
+// webhookSecret is the signing secret of the API's webhook endpoint, which the stand-in signs
+// its deliveries with.
+const webhookSecret = "whsec_rocketrides_chaos"
+
+// soakWebhookBehavior is how Stripe delivers events while the soak runs: every event twice, and
+// in pairs newest first, as Stripe may; settle turns both off.
+var soakWebhookBehavior = webhookBehavior{Duplicate: 1, Reorder: true, ReorderWindowMS: 500}
 
 // services are every process of Rocket Rides: the APIs, then the others.
 func (st *stack) services() []*service {
@@ -303,12 +333,16 @@ func (st *stack) waitReady(ctx context.Context) error {
 	return nil
 }
 
-// close stops everything that runs, the database last.
+// close stops everything that runs, the database last. The processes stop at once, not one
+// after the other: a soak cut short may leave them waiting on a database that is down or frozen,
+// each for seconds.
 func (st *stack) close() error {
 	var errs []error
+	var stopping sync.WaitGroup
 	for _, svc := range st.services() {
-		_ = svc.stop() // already stopped by settle, unless the soak was cut short
+		stopping.Go(func() { _ = svc.stop() }) // already stopped by settle, unless the soak was cut short
 	}
+	stopping.Wait()
 	if st.sup != nil {
 		if err := st.sup.StopAll(); err != nil {
 			errs = append(errs, err)

@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/rocketrides/rocketrides/internal/testing/invariants"
 )
 
 // stripeControl drives the Stripe stand-in's control API (internal/testing/fakestripe/control.go) from
-// this process: queue faults, set latency, list the charges.
+// this process: queue faults, set latency, refund and dispute charges as the dashboard and a
+// rider's bank would, shape webhook deliveries, and list the charges, refunds and events.
 type stripeControl struct {
 	baseURL string
 	http    *http.Client
@@ -29,20 +32,27 @@ func (c *stripeControl) injectFaults(ctx context.Context, kind string, count int
 	return c.post(ctx, "faults", map[string]any{"kind": kind, "count": count})
 }
 
+// injectRefundFaults queues count faults of kind for refunds; each strikes one of the next refund
+// requests, in order.
+func (c *stripeControl) injectRefundFaults(ctx context.Context, kind string, count int) error {
+	return c.post(ctx, "faults", map[string]any{"kind": kind, "count": count, "on": "refunds"})
+}
+
 // setLatency delays every Stripe API request by d.
 func (c *stripeControl) setLatency(ctx context.Context, d time.Duration) error {
 	return c.post(ctx, "latency", map[string]any{"ms": d.Milliseconds()})
 }
 
-// pendingFaults returns the faults still queued.
-func (c *stripeControl) pendingFaults(ctx context.Context) ([]string, error) {
+// pendingFaults returns the faults still queued, for charges and for refunds.
+func (c *stripeControl) pendingFaults(ctx context.Context) (charges, refunds []string, err error) {
 	var res struct {
-		PendingFaults []string `json:"pending_faults"`
+		PendingFaults       []string `json:"pending_faults"`
+		PendingRefundFaults []string `json:"pending_refund_faults"`
 	}
 	if err := c.get(ctx, "faults", &res); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return res.PendingFaults, nil
+	return res.PendingFaults, res.PendingRefundFaults, nil
 }
 
 // charges returns every charge Stripe holds, and how many charge requests it received.
@@ -57,7 +67,70 @@ func (c *stripeControl) charges(ctx context.Context) ([]invariants.Charge, int, 
 	return res.Charges, res.ChargeRequests, nil
 }
 
+// refunds returns every refund Stripe holds, or those of chargeID if it is not empty.
+func (c *stripeControl) refunds(ctx context.Context, chargeID string) ([]invariants.Refund, error) {
+	var res struct {
+		Refunds []invariants.Refund `json:"refunds"`
+	}
+	path := "refunds"
+	if chargeID != "" {
+		path += "?charge=" + url.QueryEscape(chargeID)
+	}
+	if err := c.get(ctx, path, &res); err != nil {
+		return nil, err
+	}
+	return res.Refunds, nil
+}
+
+// errRefused is a dashboard action that Stripe refused because of the charge's state: refunded
+// or disputed already. The soak picks charges at random, and some are.
+var errRefused = errors.New("refused by Stripe")
+
+// refundCharge refunds chargeID in full from the dashboard, and returns the refund's id.
+func (c *stripeControl) refundCharge(ctx context.Context, chargeID string) (string, error) {
+	var res struct {
+		ID string `json:"id"`
+	}
+	if err := c.postInto(ctx, "charges/"+url.PathEscape(chargeID)+"/refund", struct{}{}, &res); err != nil {
+		return "", err
+	}
+	return res.ID, nil
+}
+
+// disputeCharge has the rider's bank dispute chargeID.
+func (c *stripeControl) disputeCharge(ctx context.Context, chargeID string) error {
+	return c.postInto(ctx, "charges/"+url.PathEscape(chargeID)+"/dispute", struct{}{}, nil)
+}
+
+// webhookBehavior is how deliveries of events to come misbehave (fakestripe.WebhookBehavior).
+type webhookBehavior struct {
+	Duplicate       int   `json:"duplicate"`
+	Reorder         bool  `json:"reorder"`
+	ReorderWindowMS int64 `json:"reorder_window_ms"`
+}
+
+// setWebhookBehavior sets how deliveries of events to come misbehave; the zero value delivers
+// each once, in order, and sends any event held back for reordering at once.
+func (c *stripeControl) setWebhookBehavior(ctx context.Context, b webhookBehavior) error {
+	return c.post(ctx, "webhooks", b)
+}
+
+// webhookEvents returns every event Stripe emitted, as the Stripe Event objects it delivers.
+func (c *stripeControl) webhookEvents(ctx context.Context) ([]json.RawMessage, error) {
+	var res struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := c.get(ctx, "webhooks", &res); err != nil {
+		return nil, err
+	}
+	return res.Events, nil
+}
+
 func (c *stripeControl) post(ctx context.Context, path string, body any) error {
+	return c.postInto(ctx, path, body, nil)
+}
+
+func (c *stripeControl) postInto(ctx context.Context, path string, body, into any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("error encoding control request: %w", err)
@@ -67,7 +140,7 @@ func (c *stripeControl) post(ctx context.Context, path string, body any) error {
 		return fmt.Errorf("error building control request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	return c.do(req, nil)
+	return c.do(req, into)
 }
 
 func (c *stripeControl) get(ctx context.Context, path string, into any) error {
@@ -87,6 +160,9 @@ func (c *stripeControl) do(req *http.Request, into any) error {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return fmt.Errorf("error reading the Stripe stand-in's answer: %w", err)
+	}
+	if resp.StatusCode == http.StatusConflict {
+		return fmt.Errorf("%w: %s %s: %s", errRefused, req.Method, req.URL.Path, body)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("the Stripe stand-in's control API answered %s to %s %s: %s", resp.Status, req.Method, req.URL.Path, body)

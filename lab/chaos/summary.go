@@ -33,19 +33,23 @@ type summary struct {
 	Replays     int            `json:"replays"`
 
 	// Faults counts the faults that fired, by kind; StripeFaultsQueued those asked of the Stripe
-	// stand-in, which fire only when a charge request comes to take them.
-	Faults             map[string]int `json:"faults"`
-	SelfCrashesByPoint map[string]int `json:"self_crashes_by_point"`
-	StallsByPoint      map[string]int `json:"stalls_by_point"`
-	StripeFaultsQueued map[string]int `json:"stripe_faults_queued"`
-	FaultErrors        []string       `json:"fault_errors,omitempty"`
-	ProcessStarts      map[string]int `json:"process_starts"`
+	// stand-in, which fire only when a charge (or for a refund fault, a refund) request comes to
+	// take them. RefusedDashboardActions counts the dashboard refunds and disputes Stripe
+	// refused, the ride's charge refunded or disputed already.
+	Faults                  map[string]int `json:"faults"`
+	RefusedDashboardActions int            `json:"refused_dashboard_actions"`
+	SelfCrashesByPoint      map[string]int `json:"self_crashes_by_point"`
+	StallsByPoint           map[string]int `json:"stalls_by_point"`
+	StripeFaultsQueued      map[string]int `json:"stripe_faults_queued"`
+	FaultErrors             []string       `json:"fault_errors,omitempty"`
+	ProcessStarts           map[string]int `json:"process_starts"`
 
 	UnfinishedAtSoakEnd     int `json:"unfinished_at_soak_end"`
 	UnfinishedAfterSettle   int `json:"unfinished_after_settle"`
 	CompleterFinished       int `json:"completer_finished"`
 	Fenced                  int `json:"fenced"`
 	ReceiptJobsRetriedEarly int `json:"receipt_jobs_retried_early"`
+	ReceiptJobsRescued      int `json:"receipt_jobs_rescued"` // left running by a killed worker
 	ReceiptRaces            int `json:"receipt_races"`
 	StripeChargeRequests    int `json:"stripe_charge_requests"`
 
@@ -58,12 +62,20 @@ type summary struct {
 
 	Keys             int      `json:"keys"`
 	KeysCreated      int      `json:"keys_created"`
+	KeysCancelled    int      `json:"keys_cancelled"`
 	KeysRefused      int      `json:"keys_refused"`
 	Rides            int      `json:"rides"`
 	ChargedRides     int      `json:"charged_rides"`
+	CancelledRides   int      `json:"cancelled_rides"`
+	RefundedRides    int      `json:"refunded_rides"`
+	DisputedRides    int      `json:"disputed_rides"`
 	SucceededCharges int      `json:"succeeded_charges"`
 	FailedCharges    int      `json:"failed_charges"`
+	Refunds          int      `json:"refunds"`
+	DashboardRefunds int      `json:"dashboard_refunds"`
+	StripeEvents     int      `json:"stripe_events"` // applied by the webhook
 	Receipts         int      `json:"receipts"`
+	RefundReceipts   int      `json:"refund_receipts"`
 	Emails           int      `json:"emails"`
 	DuplicateEmails  int      `json:"duplicate_emails"`
 	DuplicateBound   int      `json:"duplicate_bound"` // the copies allowed (see duplicateReceiptBound)
@@ -101,16 +113,29 @@ func (sum *summary) addSoak(s *soak) {
 	}
 	sum.Redriven = s.redriven
 	sum.Faults, sum.StripeFaultsQueued = map[string]int{}, map[string]int{}
+	s.mu.Lock()
+	pendingRefundFaults := s.refundFaultsPending
+	s.mu.Unlock()
 	for kind, n := range s.firedCounts() {
-		if name, ok := stripeFaultNames[kind]; ok {
-			sum.StripeFaultsQueued[name] = n
-		} else {
+		switch name, refund := refundFaultNames[kind]; {
+		case stripeFaultNames[kind] != "":
+			sum.StripeFaultsQueued[stripeFaultNames[kind]] = n
+		case refund:
+			// Queued, less what was still queued at the end; unknown (0) if the stand-in could
+			// not be asked.
+			sum.StripeFaultsQueued[string(kind)] = n
+			if pendingRefundFaults != nil {
+				sum.Faults[string(kind)] = n - pendingRefundFaults[name]
+			}
+		default:
 			sum.Faults[string(kind)] = n
 		}
 	}
 	s.mu.Lock()
 	sum.FaultErrors = append(sum.FaultErrors, s.faultErrors...)
 	sum.Failures = append(sum.Failures, s.failures...)
+	sum.RefusedDashboardActions = s.refusedActions
+	sum.DashboardRefunds = len(s.dashboardRefunds)
 	s.mu.Unlock()
 	sum.ProcessStarts = map[string]int{}
 	for _, svc := range s.st.services() {
@@ -118,6 +143,7 @@ func (sum *summary) addSoak(s *soak) {
 	}
 	sum.UnfinishedAtSoakEnd, sum.UnfinishedAfterSettle = s.unfinishedAtSoakEnd, s.unfinishedAfterSettle
 	sum.ReceiptJobsRetriedEarly = s.jobsRetriedEarly
+	sum.ReceiptJobsRescued = s.jobsRescued
 	sum.StripeChargeRequests = s.stripeChargeRequests
 	sum.DuplicateBound = s.duplicateReceiptBound()
 	sum.AnswersByStatus = map[string]int{}
@@ -149,8 +175,15 @@ func (sum *summary) addEvents(l *eventLog) {
 	sum.SelfCrashesByPoint = c.selfCrashes
 	sum.Faults["api_stall"] = sumOf(c.stalls)
 	sum.StallsByPoint = c.stalls
+	// The stand-in logs a fault alike whether it struck a charge or a refund: the refund faults
+	// that struck (counted by addSoak) are taken off the charges'.
 	for kind, name := range stripeFaultNames {
 		sum.Faults[string(kind)] = c.stripeFaults[name]
+		for refundKind, refundName := range refundFaultNames {
+			if refundName == name {
+				sum.Faults[string(kind)] -= sum.Faults[string(refundKind)]
+			}
+		}
 	}
 	sum.CompleterFinished = c.completerFinished
 	sum.Fenced = c.fenced
@@ -160,9 +193,11 @@ func (sum *summary) addEvents(l *eventLog) {
 // addReport takes in the invariant checker's report, and the failures found while checking.
 func (sum *summary) addReport(r *invariants.Report) {
 	sum.Checked = true
-	sum.Keys, sum.KeysCreated, sum.KeysRefused = r.Keys, r.KeysCreated, r.KeysRefused
+	sum.Keys, sum.KeysCreated, sum.KeysCancelled, sum.KeysRefused = r.Keys, r.KeysCreated, r.KeysCancelled, r.KeysRefused
 	sum.Rides, sum.ChargedRides, sum.Receipts = r.Rides, r.ChargedRides, r.ReceiptsRecorded
+	sum.CancelledRides, sum.RefundedRides, sum.DisputedRides = r.CancelledRides, r.RefundedRides, r.DisputedRides
 	sum.SucceededCharges, sum.FailedCharges = r.SucceededCharges, r.FailedCharges
+	sum.Refunds, sum.RefundReceipts, sum.StripeEvents = r.Refunds, r.RefundReceipts, r.StripeEvents
 	sum.Emails, sum.DuplicateEmails, sum.Duplicates = r.Emails, r.DuplicateEmails, r.Duplicates
 	sum.ForReview = r.ForReview
 	for _, v := range r.Violations {
@@ -173,11 +208,11 @@ func (sum *summary) addReport(r *invariants.Report) {
 // outcomeLabel names how a call ended, for counting.
 func outcomeLabel(rec record) string {
 	switch rec.outcome.Kind {
-	case invariants.OutcomeCreated:
+	case invariants.OutcomeCreated, invariants.OutcomeCancelled:
 		if rec.replayed {
-			return "created (replayed)"
+			return string(rec.outcome.Kind) + " (replayed)"
 		}
-		return "created"
+		return string(rec.outcome.Kind)
 	case invariants.OutcomeRefused:
 		return fmt.Sprintf("refused %d %s", rec.outcome.StatusCode, rec.outcome.Code)
 	}
@@ -200,7 +235,7 @@ func (sum *summary) print(w io.Writer) {
 
 	section(fmt.Sprintf("\nChaos soak: seed %d, %s, %d clients", sum.Seed, sum.Duration, sum.Clients))
 	section("Requests")
-	row("ride requests", "%d client calls", sum.Requests)
+	row("ride requests", "%d client calls, bookings and cancels", sum.Requests)
 	row("calls by kind", "%s", formatCounts(sum.CallsByMode))
 	row("HTTP attempts", "%d (%d retries)", sum.Attempts, sum.Retries)
 	row("answers by status", "%s", formatCounts(sum.AnswersByStatus))
@@ -220,6 +255,10 @@ func (sum *summary) print(w io.Writer) {
 			detail = " (" + formatCounts(sum.StallsByPoint) + ")"
 		case stripeFaultNames[faultKind(kind)] != "":
 			detail = fmt.Sprintf(" of %d queued", sum.StripeFaultsQueued[stripeFaultNames[faultKind(kind)]])
+		case refundFaultNames[faultKind(kind)] != "":
+			detail = fmt.Sprintf(" of %d queued", sum.StripeFaultsQueued[kind])
+		case kind == string(faultDashboardRefund) || kind == string(faultDispute):
+			detail = fmt.Sprintf(" (%d refused in all: the charge was refunded or disputed already)", sum.RefusedDashboardActions)
 		}
 		row(kind, "%d%s", sum.Faults[kind], detail)
 	}
@@ -232,15 +271,19 @@ func (sum *summary) print(w io.Writer) {
 	row("keys the completer finished", "%d", sum.CompleterFinished)
 	row("stalled requests fenced off", "%d (answered 409 after losing their key)", sum.Fenced)
 	row("receipt jobs retried early", "%d", sum.ReceiptJobsRetriedEarly)
+	row("receipt jobs rescued", "%d (left running by a killed worker)", sum.ReceiptJobsRescued)
 	if len(sum.Unavailable) > 0 {
 		row("failovers", "%d; seconds from the primary's loss to the first ride booked: %s, median %.1f",
 			len(sum.Unavailable), formatSeconds(sum.Unavailable), median(sum.Unavailable))
 	}
 	section("State")
-	row("idempotency keys", "%d (%d created, %d refused)", sum.Keys, sum.KeysCreated, sum.KeysRefused)
-	row("rides", "%d (%d charged)", sum.Rides, sum.ChargedRides)
-	row("Stripe", "%d charge requests, %d succeeded charges, %d declined", sum.StripeChargeRequests, sum.SucceededCharges, sum.FailedCharges)
-	row("receipts", "%d recorded, %d emails (%d duplicate deliveries, %d allowed)", sum.Receipts, sum.Emails, sum.DuplicateEmails, sum.DuplicateBound)
+	row("idempotency keys", "%d (%d created, %d cancelled, %d refused)", sum.Keys, sum.KeysCreated, sum.KeysCancelled, sum.KeysRefused)
+	row("rides", "%d (%d charged; %d cancelled, %d refunded from the dashboard, %d disputed)",
+		sum.Rides, sum.ChargedRides, sum.CancelledRides, sum.RefundedRides, sum.DisputedRides)
+	row("Stripe", "%d charge requests, %d succeeded charges, %d declined; %d refunds (%d from the dashboard); %d events applied by the webhook",
+		sum.StripeChargeRequests, sum.SucceededCharges, sum.FailedCharges, sum.Refunds, sum.DashboardRefunds, sum.StripeEvents)
+	row("receipts", "%d recorded, %d refund receipts, %d emails (%d duplicate deliveries, %d allowed)",
+		sum.Receipts, sum.RefundReceipts, sum.Emails, sum.DuplicateEmails, sum.DuplicateBound)
 	row("for review", "%d", len(sum.ForReview))
 	section("Timings")
 	row("seconds", "bring-up %.1f, soak %.1f, settle %.1f, check %.1f, total %.1f",

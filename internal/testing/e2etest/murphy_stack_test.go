@@ -211,20 +211,27 @@ func (a rawAnswer) String() string {
 }
 
 // post sends one POST /rides with key, without any retry: what one attempt of a client sees.
-// It uses a connection of its own, so that a process killed under it cannot leave a stale one
-// behind for the next request.
 func (s *murphyStack) post(baseURL, key string, params client.RideParams) rawAnswer {
 	body, err := json.Marshal(params)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodPost, baseURL+"/rides", bytes.NewReader(body))
+	return s.send(baseURL+"/rides", key, body)
+}
+
+// send sends one POST to url with key and body (none if nil), without any retry. It uses a
+// connection of its own, so that a process killed under it cannot leave a stale one behind for
+// the next request.
+func (s *murphyStack) send(url, key string, body []byte) rawAnswer {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	httpClient := &http.Client{Timeout: murphyWait, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := httpClient.Do(req)
 	if err != nil {

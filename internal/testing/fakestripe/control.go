@@ -12,11 +12,12 @@ import (
 // ControlPathPrefix is where the control API lives, a path Stripe does not use. It lets a test
 // in another process drive a stand-in run by cmd/fakestripe the way a Go test drives a Server:
 //
-//	GET  /_fakestripe/faults                         -> {"pending_faults": ["timeout", ...]}
+//	GET  /_fakestripe/faults                         -> {"pending_faults": ["timeout", ...], "pending_refund_faults": [...]}
 //	POST /_fakestripe/faults  {"kind": "timeout", "count": 2}  (count defaults to 1)
 //	POST /_fakestripe/faults  {"kind": "charge_then_drop", "on": "refunds"}  (on defaults to charges)
 //	POST /_fakestripe/latency {"ms": 250}
 //	GET  /_fakestripe/charges[?idempotency_key=K]   -> {"charge_requests": 3, "charges": [...]}
+//	GET  /_fakestripe/refunds[?charge=ch_...]       -> {"refunds": [...]}
 //	POST /_fakestripe/charges/{id}/refund           -> the refund, as Stripe's API shows it
 //	POST /_fakestripe/charges/{id}/dispute          -> the dispute, as Stripe's API shows it
 //	POST /_fakestripe/webhooks {"duplicate": 1, "reorder": true, "reorder_window_ms": 5000, "delay_ms": 100}
@@ -40,7 +41,8 @@ type faultsRequest struct {
 }
 
 type faultsResponse struct {
-	PendingFaults []FaultKind `json:"pending_faults"`
+	PendingFaults       []FaultKind `json:"pending_faults"`
+	PendingRefundFaults []FaultKind `json:"pending_refund_faults"`
 }
 
 type latencyRequest struct {
@@ -56,11 +58,18 @@ type chargesResponse struct {
 	Charges        []Charge `json:"charges"`
 }
 
+// refundsResponse lists refunds, oldest first: those of the API and the dashboard's alike, told
+// apart by their idempotency key (the dashboard sends none).
+type refundsResponse struct {
+	Refunds []Refund `json:"refunds"`
+}
+
 func (s *Server) routeControl() {
 	s.mux.HandleFunc("GET "+ControlPathPrefix+"faults", s.controlGetFaults)
 	s.mux.HandleFunc("POST "+ControlPathPrefix+"faults", s.controlInjectFaults)
 	s.mux.HandleFunc("POST "+ControlPathPrefix+"latency", s.controlSetLatency)
 	s.mux.HandleFunc("GET "+ControlPathPrefix+"charges", s.controlCharges)
+	s.mux.HandleFunc("GET "+ControlPathPrefix+"refunds", s.controlRefunds)
 	s.mux.HandleFunc("POST "+ControlPathPrefix+"charges/{id}/refund", s.controlRefundCharge)
 	s.mux.HandleFunc("POST "+ControlPathPrefix+"charges/{id}/dispute", s.controlDisputeCharge)
 	s.mux.HandleFunc("GET "+ControlPathPrefix+"webhooks", s.controlGetWebhooks)
@@ -69,7 +78,17 @@ func (s *Server) routeControl() {
 }
 
 func (s *Server) controlGetFaults(w http.ResponseWriter, r *http.Request) {
-	writeControl(w, http.StatusOK, faultsResponse{PendingFaults: s.PendingFaults()})
+	writeControl(w, http.StatusOK, s.faultsResponse())
+}
+
+// faultsResponse is every fault still queued, for charges and for refunds: a harness that
+// queued refund faults learns from it how many struck.
+func (s *Server) faultsResponse() faultsResponse {
+	res := faultsResponse{PendingFaults: s.PendingFaults()}
+	s.mu.Lock()
+	res.PendingRefundFaults = slices.Clone(s.pendingRefundFaults)
+	s.mu.Unlock()
+	return res
 }
 
 func (s *Server) controlInjectFaults(w http.ResponseWriter, r *http.Request) {
@@ -98,7 +117,7 @@ func (s *Server) controlInjectFaults(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.InjectChargeFaults(req.Kind, count)
 	}
-	writeControl(w, http.StatusOK, faultsResponse{PendingFaults: s.PendingFaults()})
+	writeControl(w, http.StatusOK, s.faultsResponse())
 }
 
 func (s *Server) controlSetLatency(w http.ResponseWriter, r *http.Request) {
@@ -121,6 +140,17 @@ func (s *Server) controlCharges(w http.ResponseWriter, r *http.Request) {
 		res.Charges = s.ChargesForIdempotencyKey(key)
 	} else {
 		res.Charges = s.Charges()
+	}
+	writeControl(w, http.StatusOK, res)
+}
+
+func (s *Server) controlRefunds(w http.ResponseWriter, r *http.Request) {
+	res := refundsResponse{Refunds: []Refund{}}
+	charge := r.URL.Query().Get("charge")
+	for _, rf := range s.Refunds() {
+		if charge == "" || rf.Charge == charge {
+			res.Refunds = append(res.Refunds, rf)
+		}
 	}
 	writeControl(w, http.StatusOK, res)
 }

@@ -58,6 +58,69 @@ func TestControlAPI(t *testing.T) {
 		}
 	})
 
+	// A harness in another process counts refunds per charge, tells the API's (under an
+	// idempotency key) from the dashboard's (under none), and learns how many of the refund
+	// faults it queued struck.
+	t.Run("ListsRefundsAndPendingRefundFaults", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cus := b.createCustomer(t, "tok_visa")
+		first, err := b.stripe.Charges.New(rideChargeParams(cus.ID, "ride-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		var faults struct {
+			PendingFaults       []fakestripe.FaultKind `json:"pending_faults"`
+			PendingRefundFaults []fakestripe.FaultKind `json:"pending_refund_faults"`
+		}
+		control(t, b.server.URL, http.MethodPost, "faults", `{"kind": "error_500", "count": 2, "on": "refunds"}`, http.StatusOK, &faults)
+		if len(faults.PendingFaults) != 0 || !slices.Equal(faults.PendingRefundFaults, []fakestripe.FaultKind{fakestripe.FaultError500, fakestripe.FaultError500}) {
+			t.Fatalf("want two refund faults pending and no charge fault, got %+v", faults)
+		}
+		_, err = b.stripe.Refunds.New(refundParams(first.ID, "cancel-1"))
+		requireStripeError(t, err, http.StatusInternalServerError, stripe.ErrorTypeAPI, "")
+		control(t, b.server.URL, http.MethodGet, "faults", "", http.StatusOK, &faults)
+		if len(faults.PendingRefundFaults) != 1 {
+			t.Fatalf("want one refund fault left after one refund request, got %+v", faults)
+		}
+		control(t, b.server.URL, http.MethodPost, "reset", "", http.StatusNoContent, nil)
+		cus = b.createCustomer(t, "tok_visa")
+		if first, err = b.stripe.Charges.New(rideChargeParams(cus.ID, "ride-1")); err != nil {
+			t.Fatal(err)
+		}
+		second, err := b.stripe.Charges.New(rideChargeParams(cus.ID, "ride-2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		var refunds struct {
+			Refunds []fakestripe.Refund `json:"refunds"`
+		}
+		control(t, b.server.URL, http.MethodGet, "refunds", "", http.StatusOK, &refunds)
+		if refunds.Refunds == nil || len(refunds.Refunds) != 0 {
+			t.Fatalf("want an empty list of refunds, got %+v", refunds)
+		}
+		api, err := b.stripe.Refunds.New(refundParams(first.ID, "cancel-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dashboard struct{ ID string } // the refund as Stripe's API shows it
+		control(t, b.server.URL, http.MethodPost, "charges/"+second.ID+"/refund", "", http.StatusOK, &dashboard)
+
+		control(t, b.server.URL, http.MethodGet, "refunds", "", http.StatusOK, &refunds)
+		if len(refunds.Refunds) != 2 ||
+			refunds.Refunds[0].ID != api.ID || refunds.Refunds[0].Charge != first.ID || refunds.Refunds[0].IdempotencyKey != "cancel-1" ||
+			refunds.Refunds[0].Amount != 2000 || refunds.Refunds[0].Metadata == nil ||
+			refunds.Refunds[1].ID != dashboard.ID || refunds.Refunds[1].Charge != second.ID || refunds.Refunds[1].IdempotencyKey != "" {
+			t.Fatalf("want the API's refund of %s under cancel-1, then the dashboard's of %s under no key; got %+v", first.ID, second.ID, refunds.Refunds)
+		}
+		control(t, b.server.URL, http.MethodGet, "refunds?charge="+second.ID, "", http.StatusOK, &refunds)
+		if len(refunds.Refunds) != 1 || refunds.Refunds[0].ID != dashboard.ID {
+			t.Fatalf("want only the refund of %s, got %+v", second.ID, refunds.Refunds)
+		}
+	})
+
 	t.Run("SetsLatency", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -1,6 +1,10 @@
 package invariants
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/rocketrides/rocketrides/internal/jobargs"
+)
 
 // checkCreated holds every key that finished with 201 to what the 201 promised: one ride,
 // charged, with the very charge Stripe holds under the key's Stripe idempotency key, and a
@@ -37,13 +41,15 @@ func (c *checker) checkCreated() {
 
 		if ride.ReceiptSentAt == nil {
 			c.violate(RuleReceiptMissing, "ride %d of %s has no receipt recorded; its receipt jobs: %s",
-				ride.ID, describeKey(k), c.describeReceiptJobs(ride.ID))
+				ride.ID, describeKey(k), c.describeReceiptJobs(jobargs.SendRideReceiptKind, ride.ID))
 		}
 	}
 }
 
-func (c *checker) describeReceiptJobs(rideID int64) string {
-	jobs := c.receiptJobs[rideID]
+// describeReceiptJobs lists the receipt jobs of kind (a jobargs kind) for a ride, for a
+// violation's detail.
+func (c *checker) describeReceiptJobs(kind string, rideID int64) string {
+	jobs := c.receiptJobs[receiptJobKey{kind, rideID}]
 	if len(jobs) == 0 {
 		return "none"
 	}

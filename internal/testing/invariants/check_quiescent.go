@@ -1,6 +1,7 @@
 package invariants
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 )
@@ -30,7 +31,7 @@ func (c *checker) checkQuiescent() {
 	}
 	for _, j := range c.snap.receiptJobs {
 		if !receiptJobFinalStates[j.State] {
-			c.violate(RuleReceiptJobPending, "receipt job %d for ride %s is %s after %d attempts", j.ID, optInt(j.RideID), j.State, j.Attempt)
+			c.violate(RuleReceiptJobPending, "%s job %d for ride %s is %s after %d attempts", j.Kind, j.ID, optInt(j.RideID), j.State, j.Attempt)
 		}
 	}
 	c.checkReceiptJobsPerRide()
@@ -41,20 +42,24 @@ func (c *checker) checkQuiescent() {
 // retry), which River's uniqueness per ride allows.
 var receiptJobDeadStates = map[string]bool{"cancelled": true, "discarded": true}
 
-// checkReceiptJobsPerRide finds rides with more than one live receipt job: one that is yet to
-// run, running, or completed. Each of them mails the receipt, or has, so two of them mean the
-// rider got it twice, or will; the job is unique per ride so that this never happens. (River
-// deletes completed jobs after a day, so against production this sees the last day only.)
+// checkReceiptJobsPerRide finds rides with more than one live receipt job of one kind: one that
+// is yet to run, running, or completed. Each of them mails the receipt (or the refund receipt),
+// or has, so two of them mean the rider got it twice, or will; each kind of job is unique per
+// ride so that this never happens. (River deletes completed jobs after a day, so against
+// production this sees the last day only.)
 func (c *checker) checkReceiptJobsPerRide() {
-	for _, rideID := range slices.Sorted(maps.Keys(c.receiptJobs)) {
+	keys := slices.SortedFunc(maps.Keys(c.receiptJobs), func(a, b receiptJobKey) int {
+		return cmp.Or(cmp.Compare(a.rideID, b.rideID), cmp.Compare(a.kind, b.kind))
+	})
+	for _, k := range keys {
 		live := 0
-		for _, j := range c.receiptJobs[rideID] {
+		for _, j := range c.receiptJobs[k] {
 			if !receiptJobDeadStates[j.State] {
 				live++
 			}
 		}
 		if live > 1 {
-			c.violate(RuleReceiptJobDuplicate, "ride %d has %d live receipt jobs: %s", rideID, live, c.describeReceiptJobs(rideID))
+			c.violate(RuleReceiptJobDuplicate, "ride %d has %d live %s jobs: %s", k.rideID, live, k.kind, c.describeReceiptJobs(k.kind, k.rideID))
 		}
 	}
 }

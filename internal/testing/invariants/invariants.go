@@ -1,8 +1,10 @@
 // Package invariants checks that Rocket Rides kept its promises, after the fact: every ride
-// that was booked was charged exactly once and got exactly one receipt, Stripe holds no charge
-// that no ride accounts for, nothing was left half done, and no client was told something the
-// database contradicts. The chaos soak (lab/chaos) runs it after a storm of crashes and faults;
-// it is equally an audit a person could run against a copy of production.
+// that was booked was charged exactly once and got exactly one receipt, every ride cancelled was
+// refunded exactly once and got exactly one refund receipt, Stripe holds no charge and no refund
+// that no ride (or the run's own dashboard action) accounts for, every refund and dispute Stripe
+// told the webhook of shows on its ride, nothing was left half done, and no client was told
+// something the database contradicts. The chaos soak (lab/chaos) runs it after a storm of
+// crashes and faults; it is equally an audit a person could run against a copy of production.
 //
 // Check looks at a quiescent system: once the processes are stopped, or at least idle, and the
 // queues drained. Against a live one, requests in flight show up as locked keys.
@@ -31,8 +33,8 @@ const (
 	// RuleCreatedChargeCount: a key that finished with 201 does not have exactly one succeeded
 	// charge at Stripe under its Stripe idempotency key.
 	RuleCreatedChargeCount Rule = "created_charge_count"
-	// RuleReceiptMissing: a booked ride has no receipt recorded, or its receipt never reached
-	// the mail server.
+	// RuleReceiptMissing: a booked ride has no receipt recorded, a cancelled one no refund
+	// receipt, or a receipt recorded never reached the mail server.
 	RuleReceiptMissing Rule = "receipt_missing"
 	// RuleReceiptEmailDuplicate: one receipt was delivered more than once (strict mode only).
 	RuleReceiptEmailDuplicate Rule = "receipt_email_duplicate"
@@ -56,11 +58,42 @@ const (
 	RuleKeyUnfinished Rule = "key_unfinished"
 	// RuleStagedJobLeft: a staged job never reached the job queue.
 	RuleStagedJobLeft Rule = "staged_job_left"
-	// RuleReceiptJobPending: a receipt job is neither completed, cancelled nor discarded.
+	// RuleReceiptJobPending: a receipt job (of a ride or of its refund) is neither completed,
+	// cancelled nor discarded.
 	RuleReceiptJobPending Rule = "receipt_job_pending"
-	// RuleReceiptJobDuplicate: a ride has more than one live receipt job (neither cancelled nor
-	// discarded), so its receipt was mailed, or is bound to be, more than once.
+	// RuleReceiptJobDuplicate: a ride has more than one live receipt job of one kind (neither
+	// cancelled nor discarded), so that receipt was mailed, or is bound to be, more than once.
 	RuleReceiptJobDuplicate Rule = "receipt_job_duplicate"
+	// RuleCancelResponseMismatch: a cancel key that finished with 200 claimed no ride, or its
+	// ride is not cancelled, or the stored 200 names another ride or refund than the ride row
+	// does, so replays tell clients something the database does not hold.
+	RuleCancelResponseMismatch Rule = "cancel_response_mismatch"
+	// RuleCancelRefundCount: a cancel key that finished with 200 does not have exactly one
+	// refund at Stripe under its Stripe idempotency key.
+	RuleCancelRefundCount Rule = "cancel_refund_count"
+	// RuleRefundOrphan: Stripe holds a refund that no ride records, that the run did not make
+	// from the dashboard, and that no person was asked to review: money given back for nothing
+	// anyone knows of.
+	RuleRefundOrphan Rule = "refund_orphan"
+	// RuleRefundDuplicate: a charge was refunded more than once, or two refunds were made under
+	// one Stripe key: a ride cancelled twice.
+	RuleRefundDuplicate Rule = "refund_duplicate"
+	// RuleRefundMismatch: a ride records a refund that Stripe does not hold as succeeded, or one
+	// of another charge or not in full, or shows cancelled without a refund, or records a refund
+	// but shows booked or refunded.
+	RuleRefundMismatch Rule = "refund_mismatch"
+	// RuleRideStatusContradicted: a ride shows refunded or disputed while Stripe shows its
+	// charge neither refunded in full nor disputed, or shows anything but booked uncharged.
+	RuleRideStatusContradicted Rule = "ride_status_contradicted"
+	// RuleRideStatusStale: once Stripe's webhook deliveries were made, Stripe shows a ride's
+	// charge refunded in full or disputed, and the ride does not show it.
+	RuleRideStatusStale Rule = "ride_status_stale"
+	// RuleStripeEventMissing: Stripe emitted an event of a type the webhook acts on, and
+	// stripe_events does not hold it: it was never applied.
+	RuleStripeEventMissing Rule = "stripe_event_missing"
+	// RuleStripeEventMismatch: stripe_events holds an event Stripe never emitted, or one with
+	// another type, or tied to another ride than the one its charge paid for.
+	RuleStripeEventMismatch Rule = "stripe_event_mismatch"
 	// RuleOutcomeConflict: calls with one key were told different things: two rides, or a ride
 	// and a final refusal. That is the silent duplicate idempotency keys exist to prevent.
 	RuleOutcomeConflict Rule = "outcome_conflict"
@@ -79,14 +112,21 @@ func (v Violation) String() string { return string(v.Rule) + ": " + v.Detail }
 
 // Report is what Check found: counts that describe the state, and every violation.
 type Report struct {
-	Keys             int // idempotency keys
-	KeysCreated      int // finished with 201
-	KeysRefused      int // finished with a stored error (402, 500 payment_needs_review)
+	Keys             int // idempotency keys, of bookings and cancels
+	KeysCreated      int // bookings finished with 201
+	KeysCancelled    int // cancels finished with 200
+	KeysRefused      int // finished with a stored error (402, 500 payment_needs_review, a cancel's 404 or 409)
 	Rides            int
 	ChargedRides     int
+	CancelledRides   int // status cancelled: refunded by our cancel
+	RefundedRides    int // status refunded: refunded from Stripe's dashboard
+	DisputedRides    int // status disputed
 	ReceiptsRecorded int
 	SucceededCharges int
 	FailedCharges    int // declined cards; they take no money
+	Refunds          int // refunds at Stripe, the dashboard's included
+	RefundReceipts   int // refund receipts recorded
+	StripeEvents     int // events the webhook applied (rows of stripe_events)
 	Emails           int // messages the mail server accepted, when a Mailbox was given
 	DuplicateEmails  int // second and later deliveries of one receipt
 
@@ -126,6 +166,12 @@ func Check(ctx context.Context, db Beginner, observed Observed) (*Report, error)
 	c := newChecker(snap, observed)
 	c.checkCreated()
 	c.checkCharges()
+	c.checkCancelled()
+	c.checkRefunds()
+	c.checkRideStatus()
+	if observed.Webhooks != nil {
+		c.checkStripeEvents(observed.Webhooks)
+	}
 	c.checkQuiescent()
 	c.checkOutcomes()
 	if observed.Mailbox != nil {
@@ -140,44 +186,61 @@ type userKey struct {
 	key    string
 }
 
+// receiptJobKey names the receipt jobs of one kind for one ride.
+type receiptJobKey struct {
+	kind   string
+	rideID int64
+}
+
 // checker holds the snapshot indexed every way the rules look it up.
 type checker struct {
 	snap     *snapshot
 	observed Observed
 	report   *Report
 
-	keysByID        map[int64]*keyRow
-	keysByUserKey   map[userKey]*keyRow
-	ridesByID       map[int64]*rideRow
-	ridesByKeyID    map[int64][]*rideRow
-	ridesByChargeID map[string][]*rideRow
-	succeeded       map[string]Charge       // succeeded charges by id
-	succeededByKey  map[string][]Charge     // succeeded charges by Stripe idempotency key
-	receiptJobs     map[int64][]riverJobRow // by ride id
+	keysByID           map[int64]*keyRow
+	keysByUserKey      map[userKey]*keyRow
+	ridesByID          map[int64]*rideRow
+	ridesByKeyID       map[int64][]*rideRow // by the key that booked them
+	ridesByCancelKeyID map[int64][]*rideRow // by the cancel key that claimed them
+	ridesByChargeID    map[string][]*rideRow
+	succeeded          map[string]Charge               // succeeded charges by id
+	succeededByKey     map[string][]Charge             // succeeded charges by Stripe idempotency key
+	refunds            map[string]Refund               // succeeded refunds by id
+	refundsByCharge    map[string][]Refund             // succeeded refunds by charge
+	refundsByKey       map[string][]Refund             // succeeded refunds by Stripe idempotency key
+	dashboardRefunds   map[string]bool                 // the run's own refunds, by id
+	receiptJobs        map[receiptJobKey][]riverJobRow // by kind and ride
 
 	// reviewStripeKeys are the Stripe idempotency keys of requests that the API set aside for
 	// review: recorded in abandoned_requests, and finished with a 500 payment_needs_review that
 	// told the client so. A charge under such a key is no orphan: whether Stripe charged is the
 	// very question the API could not settle and handed to a person, and ForReview lists the
 	// charge for them. Keys of other requests recorded for review (the reaper's, which deletes
-	// the key; a record pointing at a key that finished otherwise) earn no such exception.
+	// the key; a record pointing at a key that finished otherwise) earn no such exception. A
+	// cancel set aside likewise excuses the refund under its Stripe key.
 	reviewStripeKeys map[string]bool
 }
 
 func newChecker(snap *snapshot, observed Observed) *checker {
 	c := &checker{
-		snap:             snap,
-		observed:         observed,
-		report:           &Report{Keys: len(snap.keys), Rides: len(snap.rides)},
-		keysByID:         map[int64]*keyRow{},
-		keysByUserKey:    map[userKey]*keyRow{},
-		ridesByID:        map[int64]*rideRow{},
-		ridesByKeyID:     map[int64][]*rideRow{},
-		ridesByChargeID:  map[string][]*rideRow{},
-		succeeded:        map[string]Charge{},
-		succeededByKey:   map[string][]Charge{},
-		receiptJobs:      map[int64][]riverJobRow{},
-		reviewStripeKeys: map[string]bool{},
+		snap:               snap,
+		observed:           observed,
+		report:             &Report{Keys: len(snap.keys), Rides: len(snap.rides), StripeEvents: len(snap.stripeEvents)},
+		keysByID:           map[int64]*keyRow{},
+		keysByUserKey:      map[userKey]*keyRow{},
+		ridesByID:          map[int64]*rideRow{},
+		ridesByKeyID:       map[int64][]*rideRow{},
+		ridesByCancelKeyID: map[int64][]*rideRow{},
+		ridesByChargeID:    map[string][]*rideRow{},
+		succeeded:          map[string]Charge{},
+		succeededByKey:     map[string][]Charge{},
+		refunds:            map[string]Refund{},
+		refundsByCharge:    map[string][]Refund{},
+		refundsByKey:       map[string][]Refund{},
+		dashboardRefunds:   map[string]bool{},
+		receiptJobs:        map[receiptJobKey][]riverJobRow{},
+		reviewStripeKeys:   map[string]bool{},
 	}
 	for i := range snap.keys {
 		k := &snap.keys[i]
@@ -187,6 +250,8 @@ func newChecker(snap *snapshot, observed Observed) *checker {
 		case k.ResponseCode == nil:
 		case *k.ResponseCode == 201:
 			c.report.KeysCreated++
+		case *k.ResponseCode == 200 && isCancel(k):
+			c.report.KeysCancelled++
 		default:
 			c.report.KeysRefused++
 		}
@@ -197,12 +262,26 @@ func newChecker(snap *snapshot, observed Observed) *checker {
 		if r.IdempotencyKeyID != nil {
 			c.ridesByKeyID[*r.IdempotencyKeyID] = append(c.ridesByKeyID[*r.IdempotencyKeyID], r)
 		}
+		if r.CancelIdempotencyKeyID != nil {
+			c.ridesByCancelKeyID[*r.CancelIdempotencyKeyID] = append(c.ridesByCancelKeyID[*r.CancelIdempotencyKeyID], r)
+		}
 		if r.StripeChargeID != nil {
 			c.report.ChargedRides++
 			c.ridesByChargeID[*r.StripeChargeID] = append(c.ridesByChargeID[*r.StripeChargeID], r)
 		}
 		if r.ReceiptSentAt != nil {
 			c.report.ReceiptsRecorded++
+		}
+		if r.RefundReceiptSentAt != nil {
+			c.report.RefundReceipts++
+		}
+		switch r.Status {
+		case statusCancelled:
+			c.report.CancelledRides++
+		case statusRefunded:
+			c.report.RefundedRides++
+		case statusDisputed:
+			c.report.DisputedRides++
 		}
 	}
 	for _, ch := range observed.Charges {
@@ -216,6 +295,20 @@ func newChecker(snap *snapshot, observed Observed) *checker {
 			c.succeededByKey[ch.IdempotencyKey] = append(c.succeededByKey[ch.IdempotencyKey], ch)
 		}
 	}
+	for _, rf := range observed.Refunds {
+		if rf.Status != ChargeStatusSucceeded {
+			continue // it gave nothing back
+		}
+		c.report.Refunds++
+		c.refunds[rf.ID] = rf
+		c.refundsByCharge[rf.Charge] = append(c.refundsByCharge[rf.Charge], rf)
+		if rf.IdempotencyKey != "" {
+			c.refundsByKey[rf.IdempotencyKey] = append(c.refundsByKey[rf.IdempotencyKey], rf)
+		}
+	}
+	for _, id := range observed.DashboardRefunds {
+		c.dashboardRefunds[id] = true
+	}
 	for _, a := range snap.abandoned {
 		desc := fmt.Sprintf("abandoned request %d: key %q of user %d, ride %s, reason %s",
 			a.ID, a.IdempotencyKey, a.UserID, optInt(a.RideID), a.Reason)
@@ -225,16 +318,26 @@ func newChecker(snap *snapshot, observed Observed) *checker {
 				if charges := c.succeededByKey[k.StripeIdempotencyKey]; len(charges) > 0 {
 					desc += ", Stripe holds " + describeCharges(charges)
 				}
+				if refunds := c.refundsByKey[k.StripeIdempotencyKey]; len(refunds) > 0 {
+					desc += ", Stripe holds " + describeRefunds(refunds)
+				}
 			}
 		}
 		c.report.ForReview = append(c.report.ForReview, desc)
 	}
 	for _, j := range snap.receiptJobs {
 		if j.RideID != nil {
-			c.receiptJobs[*j.RideID] = append(c.receiptJobs[*j.RideID], j)
+			k := receiptJobKey{j.Kind, *j.RideID}
+			c.receiptJobs[k] = append(c.receiptJobs[k], j)
 		}
 	}
 	return c
+}
+
+// isCancel reports whether k is the key of a cancel (POST /rides/{id}/cancel) rather than of a
+// booking (POST /rides).
+func isCancel(k *keyRow) bool {
+	return strings.HasPrefix(k.RequestPath, "/rides/") && strings.HasSuffix(k.RequestPath, "/cancel")
 }
 
 // toldNeedsReview reports whether key finished with the 500 payment_needs_review that sets a
@@ -263,6 +366,22 @@ func describeKey(k *keyRow) string {
 		s += fmt.Sprintf(", last error %q", *k.LastError)
 	}
 	return s + ")"
+}
+
+func describeRefunds(refunds []Refund) string {
+	parts := make([]string, 0, len(refunds))
+	for _, rf := range refunds {
+		parts = append(parts, fmt.Sprintf("%s (of %s, %d %s, key %s, stripe key %s)", rf.ID, rf.Charge, rf.Amount,
+			rf.Currency, rf.Metadata[metadataIdempotencyKey], optString(nonEmpty(rf.IdempotencyKey))))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func describeCharges(charges []Charge) string {

@@ -1,6 +1,7 @@
 package invariants
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -27,7 +28,7 @@ var seq atomic.Int64
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	b := &testBundle{pool: dbtest.NewPool(t), observed: Observed{Mailbox: &Mailbox{}}}
+	b := &testBundle{pool: dbtest.NewPool(t), observed: Observed{Mailbox: &Mailbox{}, Webhooks: &Webhooks{}}}
 	n := seq.Add(1)
 	b.email = fmt.Sprintf("rider%d@example.com", n)
 	b.customer = fmt.Sprintf("cus_%d", n)
@@ -62,8 +63,15 @@ type booking struct {
 	messageID string
 }
 
-// insertKey inserts an idempotency key at recoveryPoint, unfinished and unlocked.
+// insertKey inserts the idempotency key of a booking at recoveryPoint, unfinished, and locked
+// if locked says so.
 func (b *testBundle) insertKey(t *testing.T, recoveryPoint string, locked bool) (id int64, key, stripeKey string) {
+	t.Helper()
+	return b.insertKeyFor(t, "/rides", recoveryPoint, locked)
+}
+
+// insertKeyFor inserts the idempotency key of a request to path, as insertKey does.
+func (b *testBundle) insertKeyFor(t *testing.T, path, recoveryPoint string, locked bool) (id int64, key, stripeKey string) {
 	t.Helper()
 	n := seq.Add(1)
 	key = fmt.Sprintf("client-key-%020d", n)
@@ -73,8 +81,8 @@ func (b *testBundle) insertKey(t *testing.T, recoveryPoint string, locked bool) 
 		                              request_method, request_params, request_path, origin_ip,
 		                              recovery_point, stripe_idempotency_key, user_id)
 		VALUES ($1, CASE WHEN $2 THEN now() END, CASE WHEN $2 THEN now() + interval '5 seconds' END, 1,
-		        'POST', '{}', '/rides', '127.0.0.1', $3, $4, $5)
-		RETURNING id`, []any{key, locked, recoveryPoint, stripeKey, b.userID}, &id)
+		        'POST', '{}', $6, '127.0.0.1', $3, $4, $5)
+		RETURNING id`, []any{key, locked, recoveryPoint, stripeKey, b.userID, path}, &id)
 	return id, key, stripeKey
 }
 
@@ -118,6 +126,7 @@ func (b *testBundle) book(t *testing.T) *booking {
 		UserID: b.userID, IdempotencyKey: bk.key, Kind: OutcomeCreated, RideID: bk.rideID, ChargeID: bk.chargeID,
 	})
 	b.observed.Mailbox.Emails = append(b.observed.Mailbox.Emails, Email{MessageID: bk.messageID, To: []string{b.email}})
+	b.emit(t, "charge.succeeded", bk.chargeID, 0, false) // a type the webhook ignores
 	return bk
 }
 
@@ -176,11 +185,133 @@ func (b *testBundle) recordForReview(t *testing.T, keyID int64, key string, ride
 // insertReceiptJob inserts a River receipt job for rideID in state.
 func (b *testBundle) insertReceiptJob(t *testing.T, rideID int64, state string) {
 	t.Helper()
+	b.insertReceiptJobOf(t, jobargs.SendRideReceiptKind, rideID, state)
+}
+
+// cancellation is a booking cancelled the healthy way: its cancel key finished with 200, the ride
+// cancelled with its refund and refund receipt, the refund at Stripe under the cancel key's
+// Stripe key and the charge refunded in full, the webhook's event applied, the client told, the
+// refund receipt delivered.
+type cancellation struct {
+	keyID     int64
+	key       string
+	stripeKey string
+	refundID  string
+	messageID string
+}
+
+func cancelPath(rideID int64) string { return fmt.Sprintf("/rides/%d/cancel", rideID) }
+
+func cancelledBody(rideID int64, chargeID, refundID string) string {
+	return fmt.Sprintf(`{"message": "Ride cancelled", "ride": {"id": "%d", "stripe_charge_id": %q, "status": "cancelled", "stripe_refund_id": %q}}`,
+		rideID, chargeID, refundID)
+}
+
+// cancel cancels bk the healthy way, in the database and in every observation.
+func (b *testBundle) cancel(t *testing.T, bk *booking) *cancellation {
+	t.Helper()
+	cn := &cancellation{}
+	cn.keyID, cn.key, cn.stripeKey = b.insertKeyFor(t, cancelPath(bk.rideID), "started", false)
+	n := seq.Add(1)
+	cn.refundID = fmt.Sprintf("re_%d", n)
+	cn.messageID = fmt.Sprintf("<ride-%d.refund-receipt@rocketrides.example>", n)
+	b.exec(t, `UPDATE rides SET status = 'cancelled', stripe_refund_id = $2, cancel_idempotency_key_id = $3,
+		refund_receipt_sent_at = now(), refund_receipt_message_id = $4 WHERE id = $1`, bk.rideID, cn.refundID, cn.keyID, cn.messageID)
+	b.finishKey(t, cn.keyID, 200, cancelledBody(bk.rideID, bk.chargeID, cn.refundID))
+
+	b.observed.Refunds = append(b.observed.Refunds, b.refund(cn.refundID, bk.chargeID, cn.stripeKey, cn.key))
+	b.chargeAt(t, bk.chargeID).Refunded, b.chargeAt(t, bk.chargeID).AmountRefunded = true, 2000
+	b.emit(t, "charge.refunded", bk.chargeID, bk.rideID, true)
+	b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{UserID: b.userID, IdempotencyKey: cn.key,
+		Kind: OutcomeCancelled, RideID: bk.rideID, ChargeID: bk.chargeID, RefundID: cn.refundID})
+	b.observed.Mailbox.Emails = append(b.observed.Mailbox.Emails, Email{MessageID: cn.messageID, To: []string{b.email}})
+	return cn
+}
+
+// refuseCancel adds a cancel of bk that was refused for good with a 409 of code: its key
+// finished with it, and its client told.
+func (b *testBundle) refuseCancel(t *testing.T, bk *booking, code string) (keyID int64, key string) {
+	t.Helper()
+	keyID, key, _ = b.insertKeyFor(t, cancelPath(bk.rideID), "started", false)
+	b.finishKey(t, keyID, 409, fmt.Sprintf(`{"status": 409, "code": %q}`, code))
+	b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{
+		UserID: b.userID, IdempotencyKey: key, Kind: OutcomeRefused, StatusCode: 409, Code: code,
+	})
+	return keyID, key
+}
+
+// dashboardRefund refunds bk from Stripe's dashboard, as the run would: the refund under no
+// key, listed among the run's own, the event applied, the ride refunded.
+func (b *testBundle) dashboardRefund(t *testing.T, bk *booking) string {
+	t.Helper()
+	id := fmt.Sprintf("re_dashboard_%d", seq.Add(1))
+	b.observed.Refunds = append(b.observed.Refunds, b.refund(id, bk.chargeID, "", ""))
+	b.observed.DashboardRefunds = append(b.observed.DashboardRefunds, id)
+	b.chargeAt(t, bk.chargeID).Refunded, b.chargeAt(t, bk.chargeID).AmountRefunded = true, 2000
+	b.emit(t, "charge.refunded", bk.chargeID, bk.rideID, true)
+	b.exec(t, `UPDATE rides SET status = 'refunded' WHERE id = $1`, bk.rideID)
+	return id
+}
+
+// dispute has the rider's bank dispute bk: the charge disputed, the event applied, the ride
+// disputed.
+func (b *testBundle) dispute(t *testing.T, bk *booking) {
+	t.Helper()
+	b.chargeAt(t, bk.chargeID).Disputed = true
+	b.emit(t, "charge.dispute.created", bk.chargeID, bk.rideID, true)
+	b.exec(t, `UPDATE rides SET status = 'disputed' WHERE id = $1`, bk.rideID)
+}
+
+// refund is a succeeded $20.00 refund of chargeID, under stripeKey (none from the dashboard),
+// with the metadata the API sends unless clientKey is empty.
+func (b *testBundle) refund(id, chargeID, stripeKey, clientKey string) Refund {
+	rf := Refund{ID: id, Charge: chargeID, Amount: 2000, Currency: "usd", Status: "succeeded", IdempotencyKey: stripeKey}
+	if clientKey != "" {
+		rf.Metadata = map[string]string{"rider_id": fmt.Sprint(b.userID), "idempotency_key": clientKey}
+	}
+	return rf
+}
+
+// chargeAt returns the observed charge id, to change what Stripe shows of it.
+func (b *testBundle) chargeAt(t *testing.T, id string) *Charge {
+	t.Helper()
+	for i := range b.observed.Charges {
+		if b.observed.Charges[i].ID == id {
+			return &b.observed.Charges[i]
+		}
+	}
+	t.Fatalf("no observed charge %s", id)
+	return nil
+}
+
+// emit adds an event of typ about chargeID to what Stripe emitted, as the Stripe Event object
+// it delivers, and, if recorded, the row of stripe_events that applied it to rideID (0: none).
+func (b *testBundle) emit(t *testing.T, typ, chargeID string, rideID int64, recorded bool) string {
+	t.Helper()
+	id := fmt.Sprintf("evt_%d", seq.Add(1))
+	object := map[string]any{"id": chargeID, "object": "charge", "refunded": typ == "charge.refunded"}
+	if typ == "charge.dispute.created" {
+		object = map[string]any{"id": fmt.Sprintf("dp_%d", seq.Add(1)), "object": "dispute", "charge": chargeID}
+	}
+	raw, err := json.Marshal(map[string]any{"id": id, "object": "event", "type": typ, "data": map[string]any{"object": object}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.observed.Webhooks.Events = append(b.observed.Webhooks.Events, raw)
+	if recorded {
+		b.exec(t, `INSERT INTO stripe_events (id, type, created_at, ride_id) VALUES ($1, $2, now(), NULLIF($3::bigint, 0))`, id, typ, rideID)
+	}
+	return id
+}
+
+// insertReceiptJobOf inserts a River job of kind for rideID in state.
+func (b *testBundle) insertReceiptJobOf(t *testing.T, kind string, rideID int64, state string) {
+	t.Helper()
 	b.exec(t, `INSERT INTO river_job (args, kind, max_attempts, queue, state, finalized_at, attempted_at, attempt)
 		VALUES (jsonb_build_object('ride_id', $1::bigint::text), $2, 10, 'default', $3::river_job_state,
 		        CASE WHEN $3 IN ('completed', 'cancelled', 'discarded') THEN now() END,
 		        CASE WHEN $3 <> 'available' THEN now() END, CASE WHEN $3 = 'available' THEN 0 ELSE 1 END)`,
-		rideID, jobargs.SendRideReceiptKind, state)
+		rideID, kind, state)
 }
 
 // check runs Check and requires exactly the rules want to have fired.
@@ -589,4 +720,320 @@ func countRule(r *Report, rule Rule) int {
 		}
 	}
 	return n
+}
+
+// TestCheckCancelsRefundsAndWebhooks holds the checker to the cancel, its refund and refund
+// receipt, and to the webhook's effects: each rule fires on a violation seeded on purpose, and
+// stays quiet on a healthy mix of bookings, cancels, dashboard refunds and disputes.
+func TestCheckCancelsRefundsAndWebhooks(t *testing.T) {
+	t.Parallel()
+
+	t.Run("HealthyStatePasses", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cancelled, refunded, disputed := b.book(t), b.book(t), b.book(t)
+		b.book(t)
+		b.decline(t)
+		cn := b.cancel(t, cancelled)
+		// A second cancel of the ride, under another key, refused for good; a replay of the first.
+		b.refuseCancel(t, cancelled, "ride_already_cancelled")
+		b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{UserID: b.userID, IdempotencyKey: cn.key,
+			Kind: OutcomeCancelled, RideID: cancelled.rideID, ChargeID: cancelled.chargeID, RefundID: cn.refundID})
+		b.dashboardRefund(t, refunded)
+		b.refuseCancel(t, refunded, "ride_already_refunded")
+		b.dispute(t, disputed)
+		b.insertReceiptJobOf(t, jobargs.SendRideReceiptKind, cancelled.rideID, "completed")
+		b.insertReceiptJobOf(t, jobargs.SendRefundReceiptKind, cancelled.rideID, "completed")
+
+		report := b.check(t)
+		if report.Keys != 8 || report.KeysCreated != 4 || report.KeysCancelled != 1 || report.KeysRefused != 3 ||
+			report.CancelledRides != 1 || report.RefundedRides != 1 || report.DisputedRides != 1 || report.Refunds != 2 ||
+			report.RefundReceipts != 1 || report.StripeEvents != 3 || report.Emails != 5 || !report.OK() {
+			t.Errorf("unexpected counts: %+v", report)
+		}
+	})
+
+	t.Run("CancelledWithoutRide", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		keyID, _, _ := b.insertKeyFor(t, cancelPath(bk.rideID), "started", false)
+		b.finishKey(t, keyID, 200, cancelledBody(bk.rideID, bk.chargeID, "re_nowhere"))
+		b.check(t, RuleCancelResponseMismatch)
+	})
+
+	t.Run("CancelResponseNamesAnotherRefund", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		cn := b.cancel(t, bk)
+		b.exec(t, `UPDATE idempotency_keys SET response_body = $2::jsonb WHERE id = $1`, cn.keyID, cancelledBody(bk.rideID, bk.chargeID, "re_other"))
+		b.check(t, RuleCancelResponseMismatch)
+	})
+
+	// The cancel finished with 200, but its ride shows booked: the refund is recorded where
+	// nobody sees it.
+	t.Run("CancelledRideNotCancelled", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.cancel(t, bk)
+		b.exec(t, `UPDATE rides SET status = 'booked' WHERE id = $1`, bk.rideID)
+		b.check(t, RuleCancelResponseMismatch, RuleRefundMismatch, RuleRideStatusStale)
+	})
+
+	t.Run("CancelledWithoutStripeRefund", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cn := b.cancel(t, b.book(t))
+		b.observed.Refunds = nil
+		report := b.check(t, RuleCancelRefundCount, RuleRefundMismatch)
+		if d := report.Violations[0].Detail; !strings.Contains(d, cn.refundID) {
+			t.Errorf("want the refund named, got %q", d)
+		}
+	})
+
+	t.Run("RefundedTwiceUnderOneStripeKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		cn := b.cancel(t, bk)
+		b.observed.Refunds = append(b.observed.Refunds, b.refund("re_second", bk.chargeID, cn.stripeKey, cn.key))
+		report := b.check(t, RuleRefundDuplicate, RuleRefundOrphan, RuleCancelRefundCount)
+		if n := countRule(report, RuleRefundDuplicate); n != 1 {
+			t.Errorf("want the duplicate reported once although it shares Stripe key and charge, got %d", n)
+		}
+	})
+
+	// Two cancels of one ride, each under its own key, each refunding it: what a claim that did
+	// not keep the second cancel out would do.
+	t.Run("RefundedTwiceByTwoCancels", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.cancel(t, bk)
+		keyID, key, stripeKey := b.insertKeyFor(t, cancelPath(bk.rideID), "started", false)
+		b.finishKey(t, keyID, 200, cancelledBody(bk.rideID, bk.chargeID, "re_second"))
+		b.observed.Refunds = append(b.observed.Refunds, b.refund("re_second", bk.chargeID, stripeKey, key))
+		b.check(t, RuleRefundDuplicate, RuleRefundOrphan, RuleCancelResponseMismatch)
+	})
+
+	t.Run("RefundOrphan", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.observed.Refunds = append(b.observed.Refunds, b.refund("re_orphan", bk.chargeID, "", ""))
+		report := b.check(t, RuleRefundOrphan)
+		if d := report.Violations[0].Detail; !strings.Contains(d, "re_orphan") {
+			t.Errorf("want the refund named, got %q", d)
+		}
+
+		b.observed.DashboardRefunds = []string{"re_orphan"} // the run's own: no orphan
+		b.check(t)
+	})
+
+	t.Run("RefundUnderReviewIsNoOrphan", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		keyID, key, stripeKey := b.insertKeyFor(t, cancelPath(bk.rideID), "started", false)
+		b.exec(t, `UPDATE rides SET cancel_idempotency_key_id = $2 WHERE id = $1`, bk.rideID, keyID)
+		b.finishKey(t, keyID, 500, `{"status": 500, "code": "payment_needs_review"}`)
+		b.recordForReview(t, keyID, key, bk.rideID)
+		b.observed.Refunds = append(b.observed.Refunds, b.refund("re_unsure", bk.chargeID, stripeKey, key))
+		report := b.check(t)
+		if len(report.ForReview) != 1 || !strings.Contains(report.ForReview[0], "re_unsure") {
+			t.Errorf("want the cancel listed for review with the refund Stripe holds, got %q", report.ForReview)
+		}
+	})
+
+	t.Run("RideRecordsRefundOfAnotherCharge", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk, other := b.book(t), b.book(t)
+		b.cancel(t, bk)
+		b.observed.Refunds[0].Charge = other.chargeID
+		b.check(t, RuleRefundMismatch)
+	})
+
+	t.Run("RefundNotInFull", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.cancel(t, b.book(t))
+		b.observed.Refunds[0].Amount = 1000
+		b.check(t, RuleRefundMismatch)
+	})
+
+	t.Run("RideRecordsADashboardRefund", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cn := b.cancel(t, b.book(t))
+		b.observed.DashboardRefunds = []string{cn.refundID}
+		b.check(t, RuleRefundMismatch)
+	})
+
+	// The schema forbids it; the auditor does not take the schema's word.
+	t.Run("CancelledWithoutRefund", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.exec(t, `ALTER TABLE rides DROP CONSTRAINT rides_cancel_has_refund`)
+		b.exec(t, `UPDATE rides SET status = 'cancelled' WHERE id = $1`, bk.rideID)
+		b.check(t, RuleRefundMismatch)
+	})
+
+	t.Run("RefundReceiptNotRecorded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		cn := b.cancel(t, bk)
+		b.exec(t, `UPDATE rides SET refund_receipt_sent_at = NULL, refund_receipt_message_id = NULL WHERE id = $1`, bk.rideID)
+		b.insertReceiptJobOf(t, jobargs.SendRefundReceiptKind, bk.rideID, "discarded")
+		b.observed.Mailbox.Emails = slices.DeleteFunc(b.observed.Mailbox.Emails, func(e Email) bool { return e.MessageID == cn.messageID })
+		report := b.check(t, RuleReceiptMissing)
+		if d := report.Violations[0].Detail; !strings.Contains(d, "refund receipt") || !strings.Contains(d, "discarded") {
+			t.Errorf("want the missing refund receipt and its discarded job named, got %q", d)
+		}
+	})
+
+	t.Run("RefundReceiptRecordedButNeverMailed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cn := b.cancel(t, b.book(t))
+		b.observed.Mailbox.Emails = slices.DeleteFunc(b.observed.Mailbox.Emails, func(e Email) bool { return e.MessageID == cn.messageID })
+		b.check(t, RuleReceiptMissing)
+	})
+
+	t.Run("RefundReceiptMailedTwice", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cn := b.cancel(t, b.book(t))
+		b.observed.Mailbox.Emails = append(b.observed.Mailbox.Emails, Email{MessageID: cn.messageID, To: []string{b.email}})
+		if report := b.check(t); report.DuplicateEmails != 1 || !strings.Contains(report.Duplicates[0], "refund receipt") {
+			t.Errorf("want the copy counted and described, got %d and %q", report.DuplicateEmails, report.Duplicates)
+		}
+	})
+
+	t.Run("RefundReceiptJobs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A ride receipt job and a refund receipt job of one ride are no duplicates.
+		bk := b.book(t)
+		b.cancel(t, bk)
+		b.insertReceiptJobOf(t, jobargs.SendRideReceiptKind, bk.rideID, "completed")
+		b.insertReceiptJobOf(t, jobargs.SendRefundReceiptKind, bk.rideID, "completed")
+		b.check(t)
+
+		b.insertReceiptJobOf(t, jobargs.SendRefundReceiptKind, bk.rideID, "completed")
+		b.check(t, RuleReceiptJobDuplicate)
+
+		pending := b.book(t)
+		b.cancel(t, pending)
+		b.insertReceiptJobOf(t, jobargs.SendRefundReceiptKind, pending.rideID, "retryable")
+		report := b.check(t, RuleReceiptJobDuplicate, RuleReceiptJobPending)
+		if !slices.ContainsFunc(report.Violations, func(v Violation) bool {
+			return v.Rule == RuleReceiptJobPending && strings.Contains(v.Detail, "send_refund_receipt")
+		}) {
+			t.Errorf("want the pending refund receipt job named by its kind, got %v", report.Violations)
+		}
+	})
+
+	t.Run("RideStatusStripeContradicts", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		refunded, disputed := b.book(t), b.book(t)
+		b.exec(t, `UPDATE rides SET status = 'refunded' WHERE id = $1`, refunded.rideID)
+		b.exec(t, `UPDATE rides SET status = 'disputed' WHERE id = $1`, disputed.rideID)
+		if report := b.check(t, RuleRideStatusContradicted); len(report.Violations) != 2 {
+			t.Errorf("want both rides reported, got %v", report.Violations)
+		}
+		b.observed.Webhooks = nil // whether or not webhooks were delivered
+		b.check(t, RuleRideStatusContradicted)
+	})
+
+	t.Run("RefundAtStripeNotOnTheRide", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.dashboardRefund(t, bk)
+		b.exec(t, `UPDATE rides SET status = 'booked' WHERE id = $1`, bk.rideID)
+		b.check(t, RuleRideStatusStale)
+
+		b.observed.Webhooks = nil // deliveries still pending: the ride may not know yet
+		b.check(t)
+	})
+
+	t.Run("DisputeAtStripeNotOnTheRide", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.cancel(t, bk)
+		b.chargeAt(t, bk.chargeID).Disputed = true
+		b.emit(t, "charge.dispute.created", bk.chargeID, bk.rideID, true)
+		b.check(t, RuleRideStatusStale)
+	})
+
+	t.Run("StripeEventNeverApplied", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		b.dispute(t, bk)
+		b.emit(t, "charge.dispute.created", bk.chargeID, bk.rideID, false)
+		report := b.check(t, RuleStripeEventMissing)
+		if len(report.Violations) != 1 {
+			t.Errorf("want only the dispute event reported, not the charge.succeeded one, got %v", report.Violations)
+		}
+	})
+
+	t.Run("StripeEventMismatch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk, other := b.book(t), b.book(t)
+		b.dispute(t, bk)
+		b.exec(t, `UPDATE stripe_events SET ride_id = $1`, other.rideID)
+		b.check(t, RuleStripeEventMismatch)
+
+		b.exec(t, `UPDATE stripe_events SET ride_id = $1`, bk.rideID)
+		b.exec(t, `INSERT INTO stripe_events (id, type, created_at) VALUES ('evt_forged', 'charge.refunded', now())`)
+		report := b.check(t, RuleStripeEventMismatch)
+		if len(report.Violations) != 1 || !strings.Contains(report.Violations[0].Detail, "evt_forged") {
+			t.Errorf("want the event Stripe never emitted reported, got %v", report.Violations)
+		}
+	})
+
+	t.Run("CancelTheDatabaseDoesNotKnow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		cn := b.cancel(t, bk)
+		b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{UserID: b.userID, IdempotencyKey: cn.key,
+			Kind: OutcomeCancelled, RideID: bk.rideID, ChargeID: bk.chargeID, RefundID: "re_other"})
+		b.check(t, RuleOutcomeConflict, RuleOutcomeContradicted)
+	})
+
+	// Two keys that both told their clients they cancelled the ride: only one cancel claimed it.
+	t.Run("TwoCancelsToldForOneRide", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bk := b.book(t)
+		cn := b.cancel(t, bk)
+		_, key := b.refuseCancel(t, bk, "ride_already_cancelled")
+		b.observed.Outcomes = append(b.observed.Outcomes, ClientOutcome{UserID: b.userID, IdempotencyKey: key,
+			Kind: OutcomeCancelled, RideID: bk.rideID, ChargeID: bk.chargeID, RefundID: cn.refundID})
+		b.check(t, RuleOutcomeConflict, RuleOutcomeContradicted)
+	})
+
+	t.Run("CancelRefusalTheKeyDoesNotStore", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cn := b.cancel(t, b.book(t))
+		b.observed.Outcomes = []ClientOutcome{{UserID: b.userID, IdempotencyKey: cn.key, Kind: OutcomeRefused,
+			StatusCode: 409, Code: "ride_already_cancelled"}}
+		b.check(t, RuleOutcomeContradicted)
+
+		// A 409 that a retry outlasts is no answer about the ride.
+		b.observed.Outcomes = []ClientOutcome{{UserID: b.userID, IdempotencyKey: cn.key, Kind: OutcomeRefused,
+			StatusCode: 409, Code: "idempotency_key_in_use"}}
+		b.check(t)
+	})
 }
