@@ -97,3 +97,41 @@ func countByKey(ctx context.Context, db DBTX, keys []string, sql string, args ..
 	})
 	return counts, err
 }
+
+// serializationWarningKey is where RecordSerializationWarnings keeps, in a connection's
+// CustomData, the code of the last serialization warning it received.
+const serializationWarningKey = "rocketrides.serialization_warning"
+
+// RecordSerializationWarnings is the OnNotice handler of every connection the service opens. It
+// keeps the code of a serialization failure (40001) or deadlock (40P01) that the server sent as a
+// WARNING, which is how Citus reports one that a worker found at COMMIT: a WARNING with the
+// 40001, then the ERROR the client gets, XX000 "could not commit transaction for shard … on at
+// least one active node". CommitSerializationFailure reads it.
+func RecordSerializationWarnings(conn *pgconn.PgConn, notice *pgconn.Notice) {
+	if notice.Code == "40001" || notice.Code == "40P01" {
+		conn.CustomData()[serializationWarningKey] = notice.Code
+	}
+}
+
+// ForgetSerializationWarnings clears what RecordSerializationWarnings kept on conn, as a
+// transaction begins.
+func ForgetSerializationWarnings(conn *pgconn.PgConn) {
+	delete(conn.CustomData(), serializationWarningKey)
+}
+
+// CommitSerializationFailure returns err, a failed COMMIT's error on conn, as the serialization
+// failure (or deadlock) it stands for when the server reported one in a WARNING before failing
+// the COMMIT with XX000, so that it is retried like any other; any other err is returned as it
+// is. The original error stays in the chain.
+func CommitSerializationFailure(conn *pgconn.PgConn, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "XX000" {
+		return err
+	}
+	code, ok := conn.CustomData()[serializationWarningKey].(string)
+	if !ok {
+		return err
+	}
+	return errors.Join(&pgconn.PgError{Severity: "ERROR", Code: code,
+		Message: "serialization failure reported in a WARNING before the COMMIT failed"}, err)
+}
