@@ -19,8 +19,9 @@ import (
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// NotifyChannel is the channel the staged_jobs trigger of migration 00003 notifies.
-const NotifyChannel = "staged_jobs"
+// NotifyChannel is the channel the API notifies once it committed staged jobs (see
+// models.StagedJobsNotify).
+const NotifyChannel = models.StagedJobsChannel
 
 // DecodeFunc turns a staged job into the River job to insert for it. The enqueuer knows no job
 // kinds; the package of the jobs' args does, and supplies this (jobargs.DecodeStagedJob).

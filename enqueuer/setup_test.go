@@ -102,7 +102,26 @@ func (b *testBundle) stage(t *testing.T, name string, args any) *models.StagedJo
 	if err := b.pool.SendBatch(t.Context(), batch).Close(); err != nil {
 		t.Fatalf("error staging job: %s", err)
 	}
+	// As the API does once its transaction committed.
+	if err := models.StagedJobsNotify(t.Context(), b.pool); err != nil {
+		t.Fatal(err)
+	}
 	return &j
+}
+
+// stageQuietly stages a job as stage does, without waking the enqueuer: as a process that died
+// between its commit and its notification leaves it.
+func (b *testBundle) stageQuietly(t *testing.T, name string, args any) {
+	t.Helper()
+	encoded, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := &pgx.Batch{}
+	models.StagedJobInsert(batch, name, encoded)
+	if err := b.pool.SendBatch(t.Context(), batch).Close(); err != nil {
+		t.Fatalf("error staging job: %s", err)
+	}
 }
 
 // stageMany stages n test jobs with arguments {"n": 1} to {"n": n}, in one statement.

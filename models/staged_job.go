@@ -26,6 +26,20 @@ type StagedJob struct {
 	LastError *string
 }
 
+// StagedJobsChannel is the channel that wakes the enqueuer: StagedJobsNotify notifies it once
+// jobs were staged and committed, and the enqueuer listens on it.
+const StagedJobsChannel = "staged_jobs"
+
+// StagedJobsNotify wakes every enqueuer listening on StagedJobsChannel. It is sent after the
+// transaction that staged jobs committed, never inside it: a transaction that notifies takes a
+// database-wide lock while it commits, which would serialize every ride's last commit.
+func StagedJobsNotify(ctx context.Context, db DBTX) error {
+	if _, err := db.Exec(ctx, `SELECT pg_notify($1, '')`, StagedJobsChannel); err != nil {
+		return fmt.Errorf("error waking the enqueuer: %w", err)
+	}
+	return nil
+}
+
 // StagedJobInsert queues on batch the staging of a job, in the caller's transaction, so that
 // the job exists if and only if that transaction commits.
 func StagedJobInsert(batch *pgx.Batch, name string, args json.RawMessage) {
@@ -186,8 +200,8 @@ func StagedJobListFailed(ctx context.Context, db DBTX, limit int) ([]*StagedJob,
 
 // StagedJobRetry hands a failed staged job back to the enqueuer: it clears the failure, once its
 // cause is fixed (a worker for the job name deployed, the arguments corrected), and wakes the
-// enqueuer on the channel that migration 00003's trigger notifies for a new job, so that the
-// notification arrives as the caller's transaction commits and the job can be taken. Returns
+// enqueuer on StagedJobsChannel: a notification sent in a transaction arrives as it commits, and
+// an operator's retry is far too rare for the lock that costs to matter. Returns
 // ErrNotFound if there is no such job, or it has not failed (it waits for the enqueuer already,
 // or was enqueued and is gone from staged_jobs).
 func StagedJobRetry(ctx context.Context, db DBTX, id int64) error {
@@ -201,8 +215,5 @@ func StagedJobRetry(ctx context.Context, db DBTX, id int64) error {
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("no failed staged job %d: %w", id, ErrNotFound)
 	}
-	if _, err := db.Exec(ctx, `SELECT pg_notify('staged_jobs', '')`); err != nil {
-		return fmt.Errorf("error waking the enqueuer: %w", err)
-	}
-	return nil
+	return StagedJobsNotify(ctx, db)
 }

@@ -350,6 +350,7 @@ func (e *Executor) finishCancel(ctx context.Context, tx *phaseTx, r *run) (Phase
 		return nil, fmt.Errorf("error encoding refund receipt job: %w", err)
 	}
 	models.StagedJobInsert(&tx.Writes, jobargs.SendRefundReceiptKind, args)
+	r.staged = true
 	return Response{Status: statusOK, Body: resource.NewRideCancelled(r.ride)}, nil
 }
 

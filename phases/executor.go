@@ -135,6 +135,9 @@ type Executor struct {
 	// stripeKeySecret is the database's secret for Stripe idempotency keys, once read.
 	stripeKeySecret atomic.Pointer[[]byte]
 
+	// stagedJobs wakes the enqueuer once a request committed staged jobs.
+	stagedJobs *stagedJobsNotifier
+
 	// hooks are nil outside this package's tests.
 	hooks testHooks
 }
@@ -146,6 +149,8 @@ func New(pool *pgxpool.Pool, stripe *client.API, logger *slog.Logger, config Con
 		logger: logger,
 		pool:   pool,
 		stripe: stripe,
+
+		stagedJobs: newStagedJobsNotifier(pool, logger),
 	}
 }
 
@@ -210,6 +215,10 @@ type run struct {
 
 	// ride is the request's ride, once created or read.
 	ride *models.Ride
+
+	// staged is set by a phase that staged a job, so that the enqueuer is woken once the
+	// request's last commit is done.
+	staged bool
 }
 
 // runRequest runs a request of any type to its end, or as far as it can get: graph is the
@@ -224,6 +233,9 @@ func (e *Executor) runRequest(ctx context.Context, req keyRequest, graph func(ct
 	if err := graph(ctx, r); err != nil {
 		e.unlockAfterError(ctx, r, err)
 		return nil, err
+	}
+	if r.staged {
+		e.stagedJobs.poke()
 	}
 
 	// Postgres hands jsonb back in its own layout; compacting it keeps what clients see small
