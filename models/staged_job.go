@@ -40,12 +40,13 @@ func StagedJobsNotify(ctx context.Context, db DBTX) error {
 	return nil
 }
 
-// StagedJobInsert queues on batch the staging of a job, in the caller's transaction, so that
-// the job exists if and only if that transaction commits.
-func StagedJobInsert(batch *pgx.Batch, name string, args json.RawMessage) {
+// StagedJobInsert queues on batch the staging of a job for rider userID, in the caller's
+// transaction, so that the job exists if and only if that transaction commits. The rider places
+// the row beside the rider's other rows (on Citus, on the same worker).
+func StagedJobInsert(batch *pgx.Batch, userID int64, name string, args json.RawMessage) {
 	batch.Queue(`
-		INSERT INTO staged_jobs (job_name, job_args)
-		VALUES ($1, $2)`, name, args,
+		INSERT INTO staged_jobs (job_name, job_args, user_id)
+		VALUES ($1, $2, $3)`, name, args, userID,
 	).Exec(func(pgconn.CommandTag) error { return nil })
 }
 

@@ -290,7 +290,7 @@ func (e *Executor) renewLease(ctx context.Context, r *run, mu *sync.Mutex) bool 
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.config.LockLease/3)
 	defer cancel()
-	held, err := models.IdempotencyKeyRenewLease(ctx, e.pool, r.key.ID, r.lockGeneration, e.config.LockLease)
+	held, err := models.IdempotencyKeyRenewLease(ctx, e.pool, r.key.UserID, r.key.ID, r.lockGeneration, e.config.LockLease)
 	if err != nil {
 		e.logger.WarnContext(ctx, "Phases: failed to renew the lease of an idempotency key",
 			slog.Int64("idempotency_key_id", r.key.ID), slog.String("error", err.Error()))
@@ -327,7 +327,7 @@ func (e *Executor) unlockAfterError(ctx context.Context, r *run, runErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 
-	if _, err := models.IdempotencyKeyUnlock(ctx, e.pool, r.key.ID, r.lockGeneration, runErr.Error()); err != nil {
+	if _, err := models.IdempotencyKeyUnlock(ctx, e.pool, r.key.UserID, r.key.ID, r.lockGeneration, runErr.Error()); err != nil {
 		// The lease runs out by itself; a retry is only delayed by that much.
 		e.logger.ErrorContext(ctx, "Phases: failed to unlock idempotency key",
 			slog.Int64("idempotency_key_id", r.key.ID), slog.String("error", err.Error()))

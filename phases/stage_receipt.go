@@ -31,7 +31,7 @@ func (e *Executor) stageReceipt(ctx context.Context, tx *phaseTx, r *run) (Phase
 	if err != nil {
 		return nil, fmt.Errorf("error encoding receipt job: %w", err)
 	}
-	models.StagedJobInsert(&tx.Writes, jobargs.SendRideReceiptKind, args)
+	models.StagedJobInsert(&tx.Writes, r.key.UserID, jobargs.SendRideReceiptKind, args)
 	r.staged = true
 
 	return Response{Status: statusCreated, Body: resource.NewRideCreated(r.ride)}, nil
