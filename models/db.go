@@ -6,6 +6,7 @@ package models
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -134,4 +135,24 @@ func CommitSerializationFailure(conn *pgconn.PgConn, err error) error {
 	}
 	return errors.Join(&pgconn.PgError{Severity: "ERROR", Code: code,
 		Message: "serialization failure reported in a WARNING before the COMMIT failed"}, err)
+}
+
+// Distributed reports whether table is a Citus distributed table: whether this database is a
+// Citus coordinator whose rider tables are spread over workers by user_id. A statement locking
+// rows (FOR UPDATE) must then stay on one rider's shard, which the enqueuer and the reaper heed.
+func Distributed(ctx context.Context, db DBTX, table string) (bool, error) {
+	var citus bool
+	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
+		return false, fmt.Errorf("error looking for Citus: %w", err)
+	}
+	if !citus {
+		return false, nil
+	}
+	var distributed bool
+	err := db.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1))`, table).Scan(&distributed)
+	if err != nil {
+		return false, fmt.Errorf("error looking up how %s is distributed: %w", table, err)
+	}
+	return distributed, nil
 }

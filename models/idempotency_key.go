@@ -365,6 +365,72 @@ func IdempotencyKeyListReapableForUpdate(ctx context.Context, db DBTX, reapAfter
 	return keys, nil
 }
 
+// IdempotencyKeyListReapableByRider returns and locks the keys IdempotencyKeyListReapableForUpdate
+// does, for a database whose keys are distributed by rider (Citus), which refuses a FOR UPDATE that
+// spans shards: it reads the oldest candidates without a lock, then locks each rider's among them
+// with a statement routed to the rider's shard, all sent in one round trip, skipping those a
+// request or another reaper holds.
+func IdempotencyKeyListReapableByRider(ctx context.Context, tx pgx.Tx, reapAfter time.Duration, limit int) ([]*IdempotencyKey, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT user_id, id
+		FROM idempotency_keys
+		WHERE created_at <= now() - make_interval(secs => $1)
+			AND (locked_until IS NULL OR locked_until <= now())
+		ORDER BY created_at
+		LIMIT $2`, reapAfter.Seconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("error listing idempotency keys to reap: %w", err)
+	}
+	byRider := map[int64][]int64{}
+	var riders []int64
+	var userID, id int64
+	if _, err := pgx.ForEachRow(rows, []any{&userID, &id}, func() error {
+		if _, ok := byRider[userID]; !ok {
+			riders = append(riders, userID)
+		}
+		byRider[userID] = append(byRider[userID], id)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("error listing idempotency keys to reap: %w", err)
+	}
+	batch := &pgx.Batch{}
+	var keys []*IdempotencyKey
+	for _, rider := range riders {
+		batch.Queue(`
+			SELECT `+idempotencyKeyColumns+`
+			FROM idempotency_keys
+			WHERE user_id = $1 AND id = ANY($2)
+				AND (locked_until IS NULL OR locked_until <= now())
+			FOR UPDATE SKIP LOCKED`, rider, byRider[rider],
+		).Query(func(rows pgx.Rows) error {
+			locked, err := scanIdempotencyKeys(rows)
+			keys = append(keys, locked...)
+			return err
+		})
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("error locking idempotency keys to reap: %w", err)
+	}
+	return keys, nil
+}
+
+// IdempotencyKeyClearReferences sets to NULL what names keys in rides and abandoned_requests,
+// rider by rider, as the foreign keys' ON DELETE SET NULL does on a single Postgres: Citus
+// refuses SET NULL on a foreign key that includes the distribution column, so on Citus the
+// reaper clears them before it deletes the keys.
+func IdempotencyKeyClearReferences(ctx context.Context, tx pgx.Tx, keys []*IdempotencyKey) error {
+	batch := &pgx.Batch{}
+	for _, k := range keys {
+		batch.Queue(`UPDATE rides SET idempotency_key_id = NULL WHERE user_id = $1 AND idempotency_key_id = $2`, k.UserID, k.ID)
+		batch.Queue(`UPDATE rides SET cancel_idempotency_key_id = NULL WHERE user_id = $1 AND cancel_idempotency_key_id = $2`, k.UserID, k.ID)
+		batch.Queue(`UPDATE abandoned_requests SET idempotency_key_id = NULL WHERE user_id = $1 AND idempotency_key_id = $2`, k.UserID, k.ID)
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("error clearing references to idempotency keys: %w", err)
+	}
+	return nil
+}
+
 // IdempotencyKeyDeleteByIDs deletes keys and returns how many were deleted. Their rides stay,
 // with idempotency_key_id set to NULL by the foreign key: a ride is a record of a trip and a
 // charge, a key only of how the request went.

@@ -134,13 +134,11 @@ func RideRefundReceiptRecord(ctx context.Context, db DBTX, userID, rideID int64,
 // RideIDOfKey returns the ride a request worked on: the one its key booked, or the one its key
 // cancels. ErrNotFound when there is none (a booking that stopped before its ride, a cancel
 // of no ride of the rider's).
-func RideIDOfKey(ctx context.Context, db DBTX, keyID int64) (int64, error) {
+func RideIDOfKey(ctx context.Context, db DBTX, userID, keyID int64) (int64, error) {
 	var id int64
 	err := db.QueryRow(ctx, `
-		SELECT id FROM rides WHERE idempotency_key_id = $1
-		UNION ALL
-		SELECT id FROM rides WHERE cancel_idempotency_key_id = $1
-		LIMIT 1`, keyID).Scan(&id)
+		SELECT id FROM rides WHERE user_id = $2 AND (idempotency_key_id = $1 OR cancel_idempotency_key_id = $1)
+		LIMIT 1`, keyID, userID).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("error getting ride of idempotency key %d: %w", keyID, notFound(err))
 	}
