@@ -8,4 +8,3 @@ type RideParams struct {
 	TargetLat float64 `json:"target_lat"`
 	TargetLon float64 `json:"target_lon"`
 }
-

@@ -10,5 +10,6 @@
 //	FAULTS=finished=crash@0.2              crash at 1 in 5 requests, at random, after the
 //	                                       response was stored and before it was sent
 //
-// The points are phases.FaultPoint values: ride_created, charge_answered and finished.
+// The points are phases.FaultPoint values: ride_created, charge_answered and finished of a
+// ride, and cancel_claimed, refund_answered and finished of a cancel.
 package faults

@@ -17,6 +17,7 @@ import (
 
 var points = []phases.FaultPoint{
 	phases.FaultPointRideCreated, phases.FaultPointChargeAnswered, phases.FaultPointFinished,
+	phases.FaultPointCancelClaimed, phases.FaultPointRefundAnswered,
 }
 
 // rule is what to do at one point.
