@@ -129,7 +129,7 @@ func (b *testBundle) key(t *testing.T, rider *ridetest.Rider, key string) *model
 // reload loads key again.
 func (b *testBundle) reload(t *testing.T, key *models.IdempotencyKey) *models.IdempotencyKey {
 	t.Helper()
-	k, err := models.IdempotencyKeyGetByIDForUpdate(context.Background(), b.Pool, key.ID)
+	k, err := models.IdempotencyKeyGetByIDForUpdate(context.Background(), b.Pool, key.UserID, key.ID)
 	if err != nil {
 		t.Fatalf("error reloading key: %s", err)
 	}
@@ -162,7 +162,7 @@ func (b *testBundle) requireFinishedCharged(t *testing.T, key *models.Idempotenc
 	if len(charges) != 1 || charges[0].Status != fakestripe.ChargeStatusSucceeded || charges[0].Amount != phases.RideAmountCents {
 		t.Fatalf("want 1 succeeded $20.00 charge for the key, got %+v", charges)
 	}
-	ride, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, key.ID)
+	ride, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, key.UserID, key.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

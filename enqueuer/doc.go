@@ -5,9 +5,10 @@
 // exactly the staged rows it inserted: a job reaches River once, never twice and never not at
 // all, however many enqueuers run.
 //
-// A trigger on staged_jobs (migration 00003) notifies NotifyChannel on every insert, which wakes
-// a started Enqueuer at once; polling every Config.PollInterval covers notifications missed while
-// the listening connection was down.
+// The API notifies NotifyChannel once it committed staged jobs, outside the transaction that
+// staged them and coalesced (phases' stagedJobsNotifier), which wakes a started Enqueuer at once;
+// polling every Config.PollInterval covers notifications missed while the listening connection
+// was down, or never sent (the API died between the commit and the notification).
 //
 // Two kinds of staged rows stay behind. Rows of a job name the enqueuer does not know
 // (Config.JobNames) are left untouched, for a release that knows them. Rows that River can never

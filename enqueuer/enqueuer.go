@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,8 +20,9 @@ import (
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// NotifyChannel is the channel the staged_jobs trigger of migration 00003 notifies.
-const NotifyChannel = "staged_jobs"
+// NotifyChannel is the channel the API notifies once it committed staged jobs (see
+// models.StagedJobsNotify).
+const NotifyChannel = models.StagedJobsChannel
 
 // DecodeFunc turns a staged job into the River job to insert for it. The enqueuer knows no job
 // kinds; the package of the jobs' args does, and supplies this (jobargs.DecodeStagedJob).
@@ -92,6 +94,9 @@ type Enqueuer struct {
 
 	wake chan struct{} // a staged job arrived; buffered, so that a wake-up is never lost
 	loop *maintenance.Loop
+
+	// distributed says whether staged_jobs is distributed by rider (Citus); nil until known.
+	distributed atomic.Pointer[bool]
 
 	reportMu         sync.Mutex
 	nextStrandedScan time.Time // when reportStranded next counts; zero: at the next pass
@@ -198,6 +203,24 @@ func (e *Enqueuer) RunOnce(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
+// lock locks the next batch of staged jobs in tx: in one statement on a single Postgres, rider
+// by rider where staged_jobs is distributed by rider (Citus), which is found out once.
+func (e *Enqueuer) lock(ctx context.Context, tx pgx.Tx) ([]*models.StagedJob, error) {
+	distributed := e.distributed.Load()
+	if distributed == nil {
+		d, err := models.Distributed(ctx, tx, "staged_jobs")
+		if err != nil {
+			return nil, err
+		}
+		e.distributed.Store(&d)
+		distributed = &d
+	}
+	if *distributed {
+		return models.StagedJobLockByRider(ctx, tx, e.config.JobNames, e.config.BatchSize)
+	}
+	return models.StagedJobLockBatch(ctx, tx, e.config.JobNames, e.config.BatchSize)
+}
+
 func (e *Enqueuer) runOnce(ctx context.Context) (*Result, []*failure, error) {
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
@@ -205,7 +228,7 @@ func (e *Enqueuer) runOnce(ctx context.Context) (*Result, []*failure, error) {
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // A no-op once committed.
 
-	stagedJobs, err := models.StagedJobLockBatch(ctx, tx, e.config.JobNames, e.config.BatchSize)
+	stagedJobs, err := e.lock(ctx, tx)
 	if err != nil {
 		return nil, nil, err
 	}

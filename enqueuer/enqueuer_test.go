@@ -115,7 +115,7 @@ func TestRunOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(t.Context())
-		if _, err := tx.Exec(t.Context(), `INSERT INTO staged_jobs (job_name, job_args) VALUES ($1, '{"n": 1}')`, testJobName); err != nil {
+		if _, err := tx.Exec(t.Context(), `INSERT INTO staged_jobs (job_name, job_args, user_id) VALUES ($1, '{"n": 1}', $2)`, testJobName, testUserID); err != nil {
 			t.Fatal(err)
 		}
 		b.stage(t, testJobName, map[string]int{"n": 2}) // a larger id, committed first

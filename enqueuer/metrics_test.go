@@ -65,9 +65,9 @@ func TestMetrics(t *testing.T) {
 
 		// An hour-old job of a name this release does not know waits too, and is the oldest.
 		if _, err := b.pool.Exec(t.Context(), `
-			INSERT INTO staged_jobs (created_at, job_name, job_args, failed_at, last_error) VALUES
-				(now() - interval '1 hour', 'newer_job', '{}', NULL, NULL),
-				(now() - interval '2 hours', $1, '{}', now(), 'refused')`, testJobName); err != nil {
+			INSERT INTO staged_jobs (created_at, job_name, job_args, failed_at, last_error, user_id) VALUES
+				(now() - interval '1 hour', 'newer_job', '{}', NULL, NULL, $2),
+				(now() - interval '2 hours', $1, '{}', now(), 'refused', $2)`, testJobName, testUserID); err != nil {
 			t.Fatal(err)
 		}
 		b.stageMany(t, 2)

@@ -24,6 +24,9 @@ import (
 // testJobName is the kind of the jobs the tests stage, unless they stage receipts.
 const testJobName = "test_job"
 
+// testUserID is the rider of every test job: staged_jobs has no foreign key to users.
+const testUserID int64 = 7
+
 type testBundle struct {
 	pool        *pgxpool.Pool
 	riverClient *river.Client[pgx.Tx]
@@ -96,21 +99,40 @@ func (b *testBundle) stage(t *testing.T, name string, args any) *models.StagedJo
 	}
 	var j models.StagedJob
 	batch := &pgx.Batch{}
-	models.StagedJobInsert(batch, name, encoded)
+	models.StagedJobInsert(batch, testUserID, name, encoded)
 	batch.Queue(`SELECT id, created_at, job_name, job_args FROM staged_jobs WHERE id = lastval()`).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&j.ID, &j.CreatedAt, &j.JobName, &j.JobArgs) })
 	if err := b.pool.SendBatch(t.Context(), batch).Close(); err != nil {
 		t.Fatalf("error staging job: %s", err)
 	}
+	// As the API does once its transaction committed.
+	if err := models.StagedJobsNotify(t.Context(), b.pool); err != nil {
+		t.Fatal(err)
+	}
 	return &j
+}
+
+// stageQuietly stages a job as stage does, without waking the enqueuer: as a process that died
+// between its commit and its notification leaves it.
+func (b *testBundle) stageQuietly(t *testing.T, name string, args any) {
+	t.Helper()
+	encoded, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := &pgx.Batch{}
+	models.StagedJobInsert(batch, testUserID, name, encoded)
+	if err := b.pool.SendBatch(t.Context(), batch).Close(); err != nil {
+		t.Fatalf("error staging job: %s", err)
+	}
 }
 
 // stageMany stages n test jobs with arguments {"n": 1} to {"n": n}, in one statement.
 func (b *testBundle) stageMany(t *testing.T, n int) {
 	t.Helper()
 	_, err := b.pool.Exec(t.Context(), `
-		INSERT INTO staged_jobs (job_name, job_args)
-		SELECT $1, jsonb_build_object('n', i) FROM generate_series(1, $2) AS i`, testJobName, n)
+		INSERT INTO staged_jobs (job_name, job_args, user_id)
+		SELECT $1, jsonb_build_object('n', i), $3 FROM generate_series(1, $2) AS i`, testJobName, n, testUserID)
 	if err != nil {
 		t.Fatalf("error staging jobs: %s", err)
 	}

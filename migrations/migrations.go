@@ -65,7 +65,7 @@ func Open(databaseURL string) (*sql.DB, error) {
 }
 
 // Up applies every pending migration to the database at databaseURL, goose's and then River's
-// (RiverUp). It is safe to call from several processes at once: they take turns, and all but
+// (RiverUp), and on a Citus coordinator lays the tables out (CitusUp). It is safe to call from several processes at once: they take turns, and all but
 // the first find nothing to do.
 func Up(ctx context.Context, databaseURL string) (err error) {
 	db, err := Open(databaseURL)
@@ -83,6 +83,9 @@ func Up(ctx context.Context, databaseURL string) (err error) {
 	}
 	if _, err := RiverUp(ctx, db); err != nil {
 		return fmt.Errorf("error migrating database: %w", err)
+	}
+	if _, err := CitusUp(ctx, db); err != nil {
+		return fmt.Errorf("error laying the database out for Citus: %w", err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ package models
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -96,4 +97,62 @@ func countByKey(ctx context.Context, db DBTX, keys []string, sql string, args ..
 		return nil
 	})
 	return counts, err
+}
+
+// serializationWarningKey is where RecordSerializationWarnings keeps, in a connection's
+// CustomData, the code of the last serialization warning it received.
+const serializationWarningKey = "rocketrides.serialization_warning"
+
+// RecordSerializationWarnings is the OnNotice handler of every connection the service opens. It
+// keeps the code of a serialization failure (40001) or deadlock (40P01) that the server sent as a
+// WARNING, which is how Citus reports one that a worker found at COMMIT: a WARNING with the
+// 40001, then the ERROR the client gets, XX000 "could not commit transaction for shard … on at
+// least one active node". CommitSerializationFailure reads it.
+func RecordSerializationWarnings(conn *pgconn.PgConn, notice *pgconn.Notice) {
+	if notice.Code == "40001" || notice.Code == "40P01" {
+		conn.CustomData()[serializationWarningKey] = notice.Code
+	}
+}
+
+// ForgetSerializationWarnings clears what RecordSerializationWarnings kept on conn, as a
+// transaction begins.
+func ForgetSerializationWarnings(conn *pgconn.PgConn) {
+	delete(conn.CustomData(), serializationWarningKey)
+}
+
+// CommitSerializationFailure returns err, a failed COMMIT's error on conn, as the serialization
+// failure (or deadlock) it stands for when the server reported one in a WARNING before failing
+// the COMMIT with XX000, so that it is retried like any other; any other err is returned as it
+// is. The original error stays in the chain.
+func CommitSerializationFailure(conn *pgconn.PgConn, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "XX000" {
+		return err
+	}
+	code, ok := conn.CustomData()[serializationWarningKey].(string)
+	if !ok {
+		return err
+	}
+	return errors.Join(&pgconn.PgError{Severity: "ERROR", Code: code,
+		Message: "serialization failure reported in a WARNING before the COMMIT failed"}, err)
+}
+
+// Distributed reports whether table is a Citus distributed table: whether this database is a
+// Citus coordinator whose rider tables are spread over workers by user_id. A statement locking
+// rows (FOR UPDATE) must then stay on one rider's shard, which the enqueuer and the reaper heed.
+func Distributed(ctx context.Context, db DBTX, table string) (bool, error) {
+	var citus bool
+	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
+		return false, fmt.Errorf("error looking for Citus: %w", err)
+	}
+	if !citus {
+		return false, nil
+	}
+	var distributed bool
+	err := db.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1))`, table).Scan(&distributed)
+	if err != nil {
+		return false, fmt.Errorf("error looking up how %s is distributed: %w", table, err)
+	}
+	return distributed, nil
 }

@@ -27,6 +27,10 @@ const (
 	RecoveryPointFinished      RecoveryPoint = "finished"
 )
 
+// IdempotencyKeyUniqueConstraint is the unique index that allows one key per rider and client
+// key (migration 00001).
+const IdempotencyKeyUniqueConstraint = "idempotency_keys_user_id_idempotency_key"
+
 // IdempotencyKeyRetention is how long a key is kept before the reaper deletes it (the reaper's
 // and the completer's default): long enough that a bug shipped on a Friday can be fixed on
 // Monday and the completer still finds the requests it broke.
@@ -87,24 +91,23 @@ func IdempotencyKeyGetForUpdate(ctx context.Context, db DBTX, userID int64, key 
 	return k, nil
 }
 
-// IdempotencyKeyGetByIDForUpdate reloads a key by id and locks its row, which is how every
-// atomic phase starts: it is the read that the fencing check is made on.
-func IdempotencyKeyGetByIDForUpdate(ctx context.Context, db DBTX, id int64) (*IdempotencyKey, error) {
+// IdempotencyKeyGetByIDForUpdate reloads a rider's key by id and locks its row.
+func IdempotencyKeyGetByIDForUpdate(ctx context.Context, db DBTX, userID, id int64) (*IdempotencyKey, error) {
 	k, err := scanIdempotencyKey(db.QueryRow(ctx, `
 		SELECT `+idempotencyKeyColumns+`
 		FROM idempotency_keys
-		WHERE id = $1
-		FOR UPDATE`, id))
+		WHERE user_id = $1 AND id = $2
+		FOR UPDATE`, userID, id))
 	if err != nil {
 		return nil, fmt.Errorf("error getting idempotency key %d: %w", id, notFound(err))
 	}
 	return k, nil
 }
 
-// IdempotencyKeyRecoveryPoint returns the recovery point of key id, or ErrNotFound.
-func IdempotencyKeyRecoveryPoint(ctx context.Context, db DBTX, id int64) (RecoveryPoint, error) {
+// IdempotencyKeyRecoveryPoint returns the recovery point of a rider's key id, or ErrNotFound.
+func IdempotencyKeyRecoveryPoint(ctx context.Context, db DBTX, userID, id int64) (RecoveryPoint, error) {
 	var point RecoveryPoint
-	err := db.QueryRow(ctx, `SELECT recovery_point FROM idempotency_keys WHERE id = $1`, id).Scan(&point)
+	err := db.QueryRow(ctx, `SELECT recovery_point FROM idempotency_keys WHERE user_id = $1 AND id = $2`, userID, id).Scan(&point)
 	if err != nil {
 		return "", fmt.Errorf("error getting recovery point of idempotency key %d: %w", id, notFound(err))
 	}
@@ -150,14 +153,14 @@ func IdempotencyKeyInsert(batch *pgx.Batch, params IdempotencyKeyInsertParams, l
 		INSERT INTO idempotency_keys (id, idempotency_key, locked_at, locked_until, lock_generation,
 			request_method, request_params, request_path, origin_ip, recovery_point, response_code,
 			response_body, stripe_idempotency_key, charge_attempted_at, user_id)
-		VALUES ($1, $2,
-			CASE WHEN $7 = 'finished' THEN NULL ELSE now() END,
-			CASE WHEN $7 = 'finished' THEN NULL ELSE now() + make_interval(secs => $13) END,
-			$14, $3, $4, $5, $6, $7, $8, $9, $10, CASE WHEN $11::boolean THEN now() END, $12)
+		VALUES ($1, $2, now() + make_interval(secs => $15), now() + make_interval(secs => $13),
+			$14, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11), $12)
 		RETURNING `+idempotencyKeyColumns,
 		params.ID, params.IdempotencyKey, params.RequestMethod, params.RequestParams,
 		params.RequestPath, params.OriginIP, p.RecoveryPoint, p.ResponseCode, p.ResponseBody,
-		params.StripeIdempotencyKey, p.ChargeAttempted, params.UserID, lease.Seconds(), LockGenerationFirst,
+		params.StripeIdempotencyKey, secondsIf(p.ChargeAttempted, 0), params.UserID,
+		secondsIf(p.RecoveryPoint != RecoveryPointFinished, lease.Seconds()), LockGenerationFirst,
+		secondsIf(p.RecoveryPoint != RecoveryPointFinished, 0),
 	).QueryRow(func(row pgx.Row) error {
 		k, err := scanIdempotencyKey(row)
 		if err != nil {
@@ -168,26 +171,36 @@ func IdempotencyKeyInsert(batch *pgx.Batch, params IdempotencyKeyInsertParams, l
 	})
 }
 
+// secondsIf is secs when on holds, else NULL: the writes below set a time as now() plus
+// make_interval(secs => secondsIf(...)), which is NULL when the time is not to be set. Citus
+// refuses now() inside CASE or COALESCE, which these would otherwise take; least() keeps an
+// earlier time against a NULL.
+func secondsIf(on bool, secs float64) *float64 {
+	if !on {
+		return nil
+	}
+	return &secs
+}
+
 // IdempotencyKeyRecordProgress queues on batch the write of an atomic phase's progress on an
 // existing key, which also renews its lease for lease, or releases it when the key finished. It
 // is fenced: it writes only while the key is still locked with generation, the lock generation
 // of the caller's request, and otherwise fails with ErrLockLost (another request took the key
 // over, or it was reaped) when the batch runs. key receives the row.
-func IdempotencyKeyRecordProgress(batch *pgx.Batch, id, generation int64, lease time.Duration, progress IdempotencyKeyProgress, key *IdempotencyKey) {
+func IdempotencyKeyRecordProgress(batch *pgx.Batch, userID, id, generation int64, lease time.Duration, progress IdempotencyKeyProgress, key *IdempotencyKey) {
 	batch.Queue(`
 		UPDATE idempotency_keys
 		SET recovery_point = $3,
 			locked_at = CASE WHEN $3 = 'finished' THEN NULL ELSE locked_at END,
-			locked_until = CASE WHEN $3 = 'finished' THEN NULL
-				ELSE now() + make_interval(secs => $7) END,
+			locked_until = now() + make_interval(secs => $7),
 			response_code = $4,
 			response_body = $5,
-			charge_attempted_at = CASE WHEN $6::boolean THEN coalesce(charge_attempted_at, now())
-				ELSE charge_attempted_at END
-		WHERE id = $1 AND lock_generation = $2 AND locked_until IS NOT NULL
+			charge_attempted_at = least(charge_attempted_at, now() + make_interval(secs => $6))
+		WHERE user_id = $8 AND id = $1 AND lock_generation = $2 AND locked_until IS NOT NULL
 		RETURNING `+idempotencyKeyColumns,
 		id, generation, progress.RecoveryPoint, progress.ResponseCode, progress.ResponseBody,
-		progress.ChargeAttempted, lease.Seconds(),
+		secondsIf(progress.ChargeAttempted, 0),
+		secondsIf(progress.RecoveryPoint != RecoveryPointFinished, lease.Seconds()), userID,
 	).QueryRow(func(row pgx.Row) error {
 		k, err := scanIdempotencyKey(row)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -205,15 +218,15 @@ func IdempotencyKeyRecordProgress(batch *pgx.Batch, id, generation int64, lease 
 // it: it was never locked, or released, or its holder's lease ran out. It leases the key for
 // lease and moves the lock generation on; the new generation is the caller's fencing token. It
 // returns ErrNotFound when someone else holds the key.
-func IdempotencyKeyLock(ctx context.Context, db DBTX, id int64, lease time.Duration) (*IdempotencyKey, error) {
+func IdempotencyKeyLock(ctx context.Context, db DBTX, userID, id int64, lease time.Duration) (*IdempotencyKey, error) {
 	k, err := scanIdempotencyKey(db.QueryRow(ctx, `
 		UPDATE idempotency_keys
 		SET locked_at = now(), locked_until = now() + make_interval(secs => $2),
 			lock_generation = lock_generation + 1, last_run_at = now()
-		WHERE id = $1
+		WHERE user_id = $3 AND id = $1
 			AND recovery_point <> 'finished'
 			AND (locked_until IS NULL OR locked_until <= now())
-		RETURNING `+idempotencyKeyColumns, id, lease.Seconds()))
+		RETURNING `+idempotencyKeyColumns, id, lease.Seconds(), userID))
 	if err != nil {
 		return nil, fmt.Errorf("error locking idempotency key %d: %w", id, notFound(err))
 	}
@@ -223,12 +236,12 @@ func IdempotencyKeyLock(ctx context.Context, db DBTX, id int64, lease time.Durat
 // IdempotencyKeyRenewLease extends the lease of a key that the caller's request, of lock
 // generation generation, still holds, to lease from now. It reports false when the request no
 // longer holds it.
-func IdempotencyKeyRenewLease(ctx context.Context, db DBTX, id, generation int64, lease time.Duration) (bool, error) {
+func IdempotencyKeyRenewLease(ctx context.Context, db DBTX, userID, id, generation int64, lease time.Duration) (bool, error) {
 	tag, err := db.Exec(ctx, `
 		UPDATE idempotency_keys
 		SET locked_until = now() + make_interval(secs => $3)
-		WHERE id = $1 AND lock_generation = $2 AND locked_until IS NOT NULL`,
-		id, generation, lease.Seconds())
+		WHERE user_id = $4 AND id = $1 AND lock_generation = $2 AND locked_until IS NOT NULL`,
+		id, generation, lease.Seconds(), userID)
 	if err != nil {
 		return false, fmt.Errorf("error renewing lease of idempotency key %d: %w", id, err)
 	}
@@ -238,12 +251,12 @@ func IdempotencyKeyRenewLease(ctx context.Context, db DBTX, id, generation int64
 // IdempotencyKeyUnlock releases a key after a failed run so that a retry need not wait for the
 // lease to run out, and records why the run failed. It only releases the lock of the caller's
 // generation: a request whose key was taken over must not release its successor's.
-func IdempotencyKeyUnlock(ctx context.Context, db DBTX, id, generation int64, lastError string) (bool, error) {
+func IdempotencyKeyUnlock(ctx context.Context, db DBTX, userID, id, generation int64, lastError string) (bool, error) {
 	tag, err := db.Exec(ctx, `
 		UPDATE idempotency_keys
 		SET locked_at = NULL, locked_until = NULL, last_error = $3
-		WHERE id = $1 AND lock_generation = $2 AND locked_until IS NOT NULL`,
-		id, generation, SanitizeErrorText(lastError))
+		WHERE user_id = $4 AND id = $1 AND lock_generation = $2 AND locked_until IS NOT NULL`,
+		id, generation, SanitizeErrorText(lastError), userID)
 	if err != nil {
 		return false, fmt.Errorf("error unlocking idempotency key %d: %w", id, err)
 	}
@@ -252,12 +265,12 @@ func IdempotencyKeyUnlock(ctx context.Context, db DBTX, id, generation int64, la
 
 // IdempotencyKeyChargeAttemptOlderThan reports whether the first charge attempt of a key is
 // older than maxAge by the database's clock. A key never charged is not.
-func IdempotencyKeyChargeAttemptOlderThan(ctx context.Context, db DBTX, id int64, maxAge time.Duration) (bool, error) {
+func IdempotencyKeyChargeAttemptOlderThan(ctx context.Context, db DBTX, userID, id int64, maxAge time.Duration) (bool, error) {
 	var older bool
 	err := db.QueryRow(ctx, `
-		SELECT coalesce(charge_attempted_at <= now() - make_interval(secs => $2), false)
+		SELECT charge_attempted_at IS NOT NULL AND charge_attempted_at <= now() - make_interval(secs => $2)
 		FROM idempotency_keys
-		WHERE id = $1`, id, maxAge.Seconds()).Scan(&older)
+		WHERE user_id = $3 AND id = $1`, id, maxAge.Seconds(), userID).Scan(&older)
 	if err != nil {
 		return false, fmt.Errorf("error checking charge attempt of idempotency key %d: %w", id, notFound(err))
 	}
@@ -350,6 +363,72 @@ func IdempotencyKeyListReapableForUpdate(ctx context.Context, db DBTX, reapAfter
 		return nil, fmt.Errorf("error listing idempotency keys to reap: %w", err)
 	}
 	return keys, nil
+}
+
+// IdempotencyKeyListReapableByRider returns and locks the keys IdempotencyKeyListReapableForUpdate
+// does, for a database whose keys are distributed by rider (Citus), which refuses a FOR UPDATE that
+// spans shards: it reads the oldest candidates without a lock, then locks each rider's among them
+// with a statement routed to the rider's shard, all sent in one round trip, skipping those a
+// request or another reaper holds.
+func IdempotencyKeyListReapableByRider(ctx context.Context, tx pgx.Tx, reapAfter time.Duration, limit int) ([]*IdempotencyKey, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT user_id, id
+		FROM idempotency_keys
+		WHERE created_at <= now() - make_interval(secs => $1)
+			AND (locked_until IS NULL OR locked_until <= now())
+		ORDER BY created_at
+		LIMIT $2`, reapAfter.Seconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("error listing idempotency keys to reap: %w", err)
+	}
+	byRider := map[int64][]int64{}
+	var riders []int64
+	var userID, id int64
+	if _, err := pgx.ForEachRow(rows, []any{&userID, &id}, func() error {
+		if _, ok := byRider[userID]; !ok {
+			riders = append(riders, userID)
+		}
+		byRider[userID] = append(byRider[userID], id)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("error listing idempotency keys to reap: %w", err)
+	}
+	batch := &pgx.Batch{}
+	var keys []*IdempotencyKey
+	for _, rider := range riders {
+		batch.Queue(`
+			SELECT `+idempotencyKeyColumns+`
+			FROM idempotency_keys
+			WHERE user_id = $1 AND id = ANY($2)
+				AND (locked_until IS NULL OR locked_until <= now())
+			FOR UPDATE SKIP LOCKED`, rider, byRider[rider],
+		).Query(func(rows pgx.Rows) error {
+			locked, err := scanIdempotencyKeys(rows)
+			keys = append(keys, locked...)
+			return err
+		})
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("error locking idempotency keys to reap: %w", err)
+	}
+	return keys, nil
+}
+
+// IdempotencyKeyClearReferences sets to NULL what names keys in rides and abandoned_requests,
+// rider by rider, as the foreign keys' ON DELETE SET NULL does on a single Postgres: Citus
+// refuses SET NULL on a foreign key that includes the distribution column, so on Citus the
+// reaper clears them before it deletes the keys.
+func IdempotencyKeyClearReferences(ctx context.Context, tx pgx.Tx, keys []*IdempotencyKey) error {
+	batch := &pgx.Batch{}
+	for _, k := range keys {
+		batch.Queue(`UPDATE rides SET idempotency_key_id = NULL WHERE user_id = $1 AND idempotency_key_id = $2`, k.UserID, k.ID)
+		batch.Queue(`UPDATE rides SET cancel_idempotency_key_id = NULL WHERE user_id = $1 AND cancel_idempotency_key_id = $2`, k.UserID, k.ID)
+		batch.Queue(`UPDATE abandoned_requests SET idempotency_key_id = NULL WHERE user_id = $1 AND idempotency_key_id = $2`, k.UserID, k.ID)
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("error clearing references to idempotency keys: %w", err)
+	}
+	return nil
 }
 
 // IdempotencyKeyDeleteByIDs deletes keys and returns how many were deleted. Their rides stay,

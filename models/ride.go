@@ -102,11 +102,11 @@ func RideInsert(batch *pgx.Batch, ride *Ride) {
 
 // RideGetByIdempotencyKeyID finds the ride a request created, which is how a resumed request
 // picks up where it left off. Returns ErrNotFound if there is none.
-func RideGetByIdempotencyKeyID(ctx context.Context, db DBTX, keyID int64) (*Ride, error) {
+func RideGetByIdempotencyKeyID(ctx context.Context, db DBTX, userID, keyID int64) (*Ride, error) {
 	ride, err := scanRide(db.QueryRow(ctx, `
 		SELECT `+rideColumns+`
 		FROM rides
-		WHERE idempotency_key_id = $1`, keyID))
+		WHERE user_id = $1 AND idempotency_key_id = $2`, userID, keyID))
 	if err != nil {
 		return nil, fmt.Errorf("error getting ride of idempotency key %d: %w", keyID, notFound(err))
 	}
@@ -174,11 +174,11 @@ func RideListForUser(ctx context.Context, db DBTX, userID int64, limit int, star
 }
 
 // RideSetStripeChargeID queues on batch the recording of the charge that paid for a ride.
-func RideSetStripeChargeID(batch *pgx.Batch, id int64, chargeID string) {
+func RideSetStripeChargeID(batch *pgx.Batch, userID, id int64, chargeID string) {
 	batch.Queue(`
 		UPDATE rides
 		SET stripe_charge_id = $2
-		WHERE id = $1`, id, chargeID,
+		WHERE user_id = $3 AND id = $1`, id, chargeID, userID,
 	).Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("error setting charge of ride %d: %w", id, ErrNotFound)
@@ -213,13 +213,13 @@ func RideReceiptGet(ctx context.Context, db DBTX, rideID int64) (*RideReceipt, e
 // RideReceiptRecord records that the receipt of a ride was sent with messageID. It records only
 // the first receipt: if one is recorded already, it changes nothing and returns ErrNotFound, so
 // that the caller learns that another run got there first.
-func RideReceiptRecord(ctx context.Context, db DBTX, rideID int64, messageID string) (*RideReceipt, error) {
+func RideReceiptRecord(ctx context.Context, db DBTX, userID, rideID int64, messageID string) (*RideReceipt, error) {
 	var r RideReceipt
 	err := db.QueryRow(ctx, `
 		UPDATE rides
 		SET receipt_sent_at = now(), receipt_message_id = $2
-		WHERE id = $1 AND receipt_sent_at IS NULL
-		RETURNING id, receipt_message_id, receipt_sent_at`, rideID, messageID).
+		WHERE user_id = $3 AND id = $1 AND receipt_sent_at IS NULL
+		RETURNING id, receipt_message_id, receipt_sent_at`, rideID, messageID, userID).
 		Scan(&r.RideID, &r.MessageID, &r.SentAt)
 	if err != nil {
 		return nil, fmt.Errorf("error recording receipt of ride %d: %w", rideID, notFound(err))

@@ -14,11 +14,11 @@ import (
 // claim is what makes a second cancel, under another key, answer ride_already_cancelled rather
 // than refund again: two cancels of one ride both write its row, so under SERIALIZABLE one of
 // them retries and finds the other's claim.
-func RideClaimForCancel(batch *pgx.Batch, id, keyID int64) {
+func RideClaimForCancel(batch *pgx.Batch, userID, id, keyID int64) {
 	batch.Queue(`
 		UPDATE rides
 		SET cancel_idempotency_key_id = $2
-		WHERE id = $1`, id, keyID,
+		WHERE user_id = $3 AND id = $1`, id, keyID, userID,
 	).Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("error claiming ride %d for cancel: %w", id, ErrNotFound)
@@ -29,13 +29,13 @@ func RideClaimForCancel(batch *pgx.Batch, id, keyID int64) {
 
 // RideRecordRefund queues on batch the recording of the refund our cancel made: the ride is
 // cancelled, unless a state of higher precedence (a dispute) got there first.
-func RideRecordRefund(batch *pgx.Batch, id int64, refundID string) {
+func RideRecordRefund(batch *pgx.Batch, userID, id int64, refundID string) {
 	batch.Queue(`
 		UPDATE rides
 		SET stripe_refund_id = $2,
 			status = CASE WHEN `+rideStatusRank("status")+` < `+rideStatusRank("'cancelled'")+`
 				THEN 'cancelled' ELSE status END
-		WHERE id = $1`, id, refundID,
+		WHERE user_id = $3 AND id = $1`, id, refundID, userID,
 	).Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("error recording refund of ride %d: %w", id, ErrNotFound)
@@ -46,32 +46,31 @@ func RideRecordRefund(batch *pgx.Batch, id int64, refundID string) {
 
 // RideRaiseStatusByID queues on batch the move of ride id to status, if status outranks the one
 // it has (see RideStatus).
-func RideRaiseStatusByID(batch *pgx.Batch, id int64, status RideStatus) {
+func RideRaiseStatusByID(batch *pgx.Batch, userID, id int64, status RideStatus) {
 	batch.Queue(`
 		UPDATE rides
 		SET status = $2
-		WHERE id = $1 AND `+rideStatusRank("status")+` < `+rideStatusRank("$2::text"), id, status)
+		WHERE user_id = $3 AND id = $1 AND `+rideStatusRank("status")+` < `+rideStatusRank("$2::text"), id, status, userID)
 }
 
 // RideRaiseStatus moves the ride charged with chargeID to status, if status outranks the one it
 // has (see RideStatus). It returns the ride's id, or ErrNotFound when no ride has that charge;
-// raised is false when the ride already stood at status or above.
+// raised is false when the ride already stood at status or above. A charge id names no rider, so
+// the ride is found first (on Citus, on every shard), then written through its rider.
 func RideRaiseStatus(ctx context.Context, db DBTX, chargeID string, status RideStatus) (id int64, raised bool, err error) {
-	err = db.QueryRow(ctx, `
-		WITH ride AS (
-			SELECT id, status FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
-		), raised AS (
-			UPDATE rides
-			SET status = $2
-			FROM ride
-			WHERE rides.id = ride.id AND `+rideStatusRank("ride.status")+` < `+rideStatusRank("$2::text")+`
-			RETURNING rides.id
-		)
-		SELECT ride.id, EXISTS (SELECT 1 FROM raised) FROM ride`, chargeID, status).Scan(&id, &raised)
-	if err != nil {
-		return 0, false, fmt.Errorf("error setting status of ride charged %s: %w", chargeID, notFound(err))
+	var userID int64
+	if err := db.QueryRow(ctx, `SELECT user_id, id FROM rides WHERE stripe_charge_id = $1`, chargeID).Scan(&userID, &id); err != nil {
+		return 0, false, fmt.Errorf("error finding the ride charged %s: %w", chargeID, notFound(err))
 	}
-	return id, raised, nil
+	tag, err := db.Exec(ctx, `
+		UPDATE rides
+		SET status = $3
+		WHERE user_id = $1 AND id = $2 AND `+rideStatusRank("status")+` < `+rideStatusRank("$3::text"),
+		userID, id, status)
+	if err != nil {
+		return 0, false, fmt.Errorf("error setting status of ride %d: %w", id, err)
+	}
+	return id, tag.RowsAffected() == 1, nil
 }
 
 // DisputedRide is a disputed ride, with when its dispute reached us.
@@ -118,13 +117,13 @@ func prefixed(prefix, columns string) string {
 
 // RideRefundReceiptRecord records that the refund receipt of a ride was sent with messageID, as
 // RideReceiptRecord does for the ride's receipt: only the first, ErrNotFound after that.
-func RideRefundReceiptRecord(ctx context.Context, db DBTX, rideID int64, messageID string) (*RideReceipt, error) {
+func RideRefundReceiptRecord(ctx context.Context, db DBTX, userID, rideID int64, messageID string) (*RideReceipt, error) {
 	var r RideReceipt
 	err := db.QueryRow(ctx, `
 		UPDATE rides
 		SET refund_receipt_sent_at = now(), refund_receipt_message_id = $2
-		WHERE id = $1 AND refund_receipt_sent_at IS NULL AND stripe_refund_id IS NOT NULL
-		RETURNING id, refund_receipt_message_id, refund_receipt_sent_at`, rideID, messageID).
+		WHERE user_id = $3 AND id = $1 AND refund_receipt_sent_at IS NULL AND stripe_refund_id IS NOT NULL
+		RETURNING id, refund_receipt_message_id, refund_receipt_sent_at`, rideID, messageID, userID).
 		Scan(&r.RideID, &r.MessageID, &r.SentAt)
 	if err != nil {
 		return nil, fmt.Errorf("error recording refund receipt of ride %d: %w", rideID, notFound(err))
@@ -135,13 +134,11 @@ func RideRefundReceiptRecord(ctx context.Context, db DBTX, rideID int64, message
 // RideIDOfKey returns the ride a request worked on: the one its key booked, or the one its key
 // cancels. ErrNotFound when there is none (a booking that stopped before its ride, a cancel
 // of no ride of the rider's).
-func RideIDOfKey(ctx context.Context, db DBTX, keyID int64) (int64, error) {
+func RideIDOfKey(ctx context.Context, db DBTX, userID, keyID int64) (int64, error) {
 	var id int64
 	err := db.QueryRow(ctx, `
-		SELECT id FROM rides WHERE idempotency_key_id = $1
-		UNION ALL
-		SELECT id FROM rides WHERE cancel_idempotency_key_id = $1
-		LIMIT 1`, keyID).Scan(&id)
+		SELECT id FROM rides WHERE user_id = $2 AND (idempotency_key_id = $1 OR cancel_idempotency_key_id = $1)
+		LIMIT 1`, keyID, userID).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("error getting ride of idempotency key %d: %w", keyID, notFound(err))
 	}

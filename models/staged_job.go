@@ -1,9 +1,11 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,12 +28,27 @@ type StagedJob struct {
 	LastError *string
 }
 
-// StagedJobInsert queues on batch the staging of a job, in the caller's transaction, so that
-// the job exists if and only if that transaction commits.
-func StagedJobInsert(batch *pgx.Batch, name string, args json.RawMessage) {
+// StagedJobsChannel is the channel that wakes the enqueuer: StagedJobsNotify notifies it once
+// jobs were staged and committed, and the enqueuer listens on it.
+const StagedJobsChannel = "staged_jobs"
+
+// StagedJobsNotify wakes every enqueuer listening on StagedJobsChannel. It is sent after the
+// transaction that staged jobs committed, never inside it: a transaction that notifies takes a
+// database-wide lock while it commits, which would serialize every ride's last commit.
+func StagedJobsNotify(ctx context.Context, db DBTX) error {
+	if _, err := db.Exec(ctx, `SELECT pg_notify($1, '')`, StagedJobsChannel); err != nil {
+		return fmt.Errorf("error waking the enqueuer: %w", err)
+	}
+	return nil
+}
+
+// StagedJobInsert queues on batch the staging of a job for rider userID, in the caller's
+// transaction, so that the job exists if and only if that transaction commits. The rider places
+// the row beside the rider's other rows (on Citus, on the same worker).
+func StagedJobInsert(batch *pgx.Batch, userID int64, name string, args json.RawMessage) {
 	batch.Queue(`
-		INSERT INTO staged_jobs (job_name, job_args)
-		VALUES ($1, $2)`, name, args,
+		INSERT INTO staged_jobs (job_name, job_args, user_id)
+		VALUES ($1, $2, $3)`, name, args, userID,
 	).Exec(func(pgconn.CommandTag) error { return nil })
 }
 
@@ -54,15 +71,70 @@ func StagedJobLockBatch(ctx context.Context, db DBTX, jobNames []string, limit i
 	if err != nil {
 		return nil, fmt.Errorf("error locking staged jobs: %w", err)
 	}
-	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*StagedJob, error) {
-		var j StagedJob
-		err := row.Scan(&j.ID, &j.CreatedAt, &j.JobName, &j.JobArgs)
-		return &j, err
-	})
+	jobs, err := pgx.CollectRows(rows, scanStagedJob)
 	if err != nil {
 		return nil, fmt.Errorf("error locking staged jobs: %w", err)
 	}
 	return jobs, nil
+}
+
+// StagedJobLockByRider locks staged jobs as StagedJobLockBatch does, for a database where
+// staged_jobs is distributed by rider (Citus, see Distributed), which refuses a FOR UPDATE that spans shards: it
+// reads the oldest candidates without a lock, then locks each rider's among them with a
+// statement of its own, routed to the rider's shard, all sent in one round trip. A candidate
+// another enqueuer took meanwhile is skipped, as SKIP LOCKED skips it.
+func StagedJobLockByRider(ctx context.Context, tx pgx.Tx, jobNames []string, limit int) ([]*StagedJob, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT user_id, id
+		FROM staged_jobs
+		WHERE failed_at IS NULL AND job_name = ANY($1)
+		ORDER BY id
+		LIMIT $2`, jobNames, limit)
+	if err != nil {
+		return nil, fmt.Errorf("error finding staged jobs: %w", err)
+	}
+	byRider := map[int64][]int64{}
+	var riders []int64
+	var userID, id int64
+	if _, err := pgx.ForEachRow(rows, []any{&userID, &id}, func() error {
+		if _, ok := byRider[userID]; !ok {
+			riders = append(riders, userID)
+		}
+		byRider[userID] = append(byRider[userID], id)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("error finding staged jobs: %w", err)
+	}
+	if len(riders) == 0 {
+		return nil, nil
+	}
+
+	batch := &pgx.Batch{}
+	var jobs []*StagedJob
+	for _, rider := range riders {
+		batch.Queue(`
+			SELECT id, created_at, job_name, job_args
+			FROM staged_jobs
+			WHERE user_id = $1 AND id = ANY($2) AND failed_at IS NULL
+			FOR UPDATE SKIP LOCKED`, rider, byRider[rider],
+		).Query(func(rows pgx.Rows) error {
+			locked, err := pgx.CollectRows(rows, scanStagedJob)
+			jobs = append(jobs, locked...)
+			return err
+		})
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("error locking staged jobs: %w", err)
+	}
+	slices.SortFunc(jobs, func(a, b *StagedJob) int { return cmp.Compare(a.ID, b.ID) })
+	return jobs, nil
+}
+
+// scanStagedJob reads the columns the lock functions select.
+func scanStagedJob(row pgx.CollectableRow) (*StagedJob, error) {
+	var j StagedJob
+	err := row.Scan(&j.ID, &j.CreatedAt, &j.JobName, &j.JobArgs)
+	return &j, err
 }
 
 // StagedJobDeleteByIDs deletes the staged jobs with exactly these ids and returns how many it
@@ -186,8 +258,8 @@ func StagedJobListFailed(ctx context.Context, db DBTX, limit int) ([]*StagedJob,
 
 // StagedJobRetry hands a failed staged job back to the enqueuer: it clears the failure, once its
 // cause is fixed (a worker for the job name deployed, the arguments corrected), and wakes the
-// enqueuer on the channel that migration 00003's trigger notifies for a new job, so that the
-// notification arrives as the caller's transaction commits and the job can be taken. Returns
+// enqueuer on StagedJobsChannel: a notification sent in a transaction arrives as it commits, and
+// an operator's retry is far too rare for the lock that costs to matter. Returns
 // ErrNotFound if there is no such job, or it has not failed (it waits for the enqueuer already,
 // or was enqueued and is gone from staged_jobs).
 func StagedJobRetry(ctx context.Context, db DBTX, id int64) error {
@@ -201,8 +273,5 @@ func StagedJobRetry(ctx context.Context, db DBTX, id int64) error {
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("no failed staged job %d: %w", id, ErrNotFound)
 	}
-	if _, err := db.Exec(ctx, `SELECT pg_notify('staged_jobs', '')`); err != nil {
-		return fmt.Errorf("error waking the enqueuer: %w", err)
-	}
-	return nil
+	return StagedJobsNotify(ctx, db)
 }

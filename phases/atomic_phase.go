@@ -149,7 +149,7 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
 			if newKey {
 				models.IdempotencyKeyInsert(batch, newKeyParams(r.key, progress), e.config.LockLease, written)
 			} else {
-				models.IdempotencyKeyRecordProgress(batch, r.key.ID, r.lockGeneration, e.config.LockLease, progress, written)
+				models.IdempotencyKeyRecordProgress(batch, r.key.UserID, r.key.ID, r.lockGeneration, e.config.LockLease, progress, written)
 			}
 		})
 		return nil
@@ -168,9 +168,9 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
 		// unlocks it and a retry need not wait out the lease. A lock taken on an existing key is
 		// left to run out instead: its generation is only one more than the last, and a request
 		// that took the key meanwhile may hold that same one.
-		keyID := r.key.ID
+		keyID, userID := r.key.ID, r.key.UserID
 		*r = start
-		r.key, r.lockGeneration = &models.IdempotencyKey{ID: keyID}, models.LockGenerationFirst
+		r.key, r.lockGeneration = &models.IdempotencyKey{ID: keyID, UserID: userID}, models.LockGenerationFirst
 		return err
 	}
 	if err != nil {
@@ -228,8 +228,16 @@ func (e *Executor) inSerializableTx(ctx context.Context, fn func(ctx context.Con
 	}
 }
 
-// isRetryable reports whether err is a serialization failure or a deadlock.
+// isRetryable reports whether err is a serialization failure or a deadlock, or a first request
+// for a key losing to a concurrent one: a unique violation of the rider's key. Under
+// SERIALIZABLE that loser usually gets a 40001, but only when its lookup of the key read the
+// unique index; on a plan that reads another index (the primary key, which also leads with the
+// rider) it gets the 23505, which means the same: a retry finds the winner's key.
 func isRetryable(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return pgErr.Code == "40001" || pgErr.Code == "40P01" ||
+		(pgErr.Code == "23505" && pgErr.ConstraintName == models.IdempotencyKeyUniqueConstraint)
 }

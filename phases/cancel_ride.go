@@ -153,7 +153,7 @@ func (e *Executor) claimRideForCancel(ctx context.Context, tx *phaseTx, r *run, 
 		return cannotCancel(problem.CodeRideNotCharged, "Ride not charged",
 			"This ride was never charged, so there is nothing to refund."), nil
 	default:
-		models.RideClaimForCancel(&tx.Writes, ride.ID, r.key.ID)
+		models.RideClaimForCancel(&tx.Writes, ride.UserID, ride.ID, r.key.ID)
 	}
 
 	expired, err := e.stripeKeyExpired(ctx, tx, r)
@@ -173,7 +173,7 @@ func (e *Executor) bookingFinished(ctx context.Context, tx *phaseTx, ride *model
 	if ride.IdempotencyKeyID == nil {
 		return true, nil
 	}
-	point, err := models.IdempotencyKeyRecoveryPoint(ctx, tx, *ride.IdempotencyKeyID)
+	point, err := models.IdempotencyKeyRecoveryPoint(ctx, tx, ride.UserID, *ride.IdempotencyKeyID)
 	if errors.Is(err, models.ErrNotFound) {
 		return true, nil
 	}
@@ -306,10 +306,10 @@ func (e *Executor) recordRefund(ctx context.Context, tx *phaseTx, r *run, answer
 	case answer.stuckReason != "":
 		return e.refundNeedsReview(ctx, tx, r, answer.stuckReason, answer.stuckDetail)
 	case answer.refund == nil:
-		models.RideRaiseStatusByID(&tx.Writes, r.ride.ID, answer.raiseTo)
+		models.RideRaiseStatusByID(&tx.Writes, r.ride.UserID, r.ride.ID, answer.raiseTo)
 		return answer.refusal, nil
 	}
-	models.RideRecordRefund(&tx.Writes, r.ride.ID, answer.refund.ID)
+	models.RideRecordRefund(&tx.Writes, r.ride.UserID, r.ride.ID, answer.refund.ID)
 	r.ride.StripeRefundID = &answer.refund.ID
 	r.ride.Status = r.ride.Status.Raise(models.RideStatusCancelled)
 	return SetRecoveryPoint{Name: models.RecoveryPointRefundCreated}, nil
@@ -349,7 +349,8 @@ func (e *Executor) finishCancel(ctx context.Context, tx *phaseTx, r *run) (Phase
 	if err != nil {
 		return nil, fmt.Errorf("error encoding refund receipt job: %w", err)
 	}
-	models.StagedJobInsert(&tx.Writes, jobargs.SendRefundReceiptKind, args)
+	models.StagedJobInsert(&tx.Writes, r.key.UserID, jobargs.SendRefundReceiptKind, args)
+	r.staged = true
 	return Response{Status: statusOK, Body: resource.NewRideCancelled(r.ride)}, nil
 }
 

@@ -189,7 +189,7 @@ func TestCancelRide(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		key := b.leaveBeforeCharge(t, b.Rider)
-		ride, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, key.ID)
+		ride, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, key.UserID, key.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -80,7 +80,7 @@ func (e *Executor) stripeKeyExpired(ctx context.Context, tx *phaseTx, r *run) (b
 	if r.key.ChargeAttemptedAt == nil {
 		return false, nil
 	}
-	return models.IdempotencyKeyChargeAttemptOlderThan(ctx, tx, r.key.ID, e.config.StripeKeyMaxAge)
+	return models.IdempotencyKeyChargeAttemptOlderThan(ctx, tx, r.key.UserID, r.key.ID, e.config.StripeKeyMaxAge)
 }
 
 // sendCharge sends the charge and sorts Stripe's answer: an answer the next atomic phase
@@ -138,7 +138,7 @@ func (e *Executor) recordCharge(ctx context.Context, tx *phaseTx, r *run, answer
 	case answer.stuckReason != "":
 		return e.needsReview(ctx, tx, r, answer.stuckReason, answer.stuckDetail)
 	}
-	models.RideSetStripeChargeID(&tx.Writes, r.ride.ID, answer.charge.ID) // prepareCharge loaded the ride
+	models.RideSetStripeChargeID(&tx.Writes, r.ride.UserID, r.ride.ID, answer.charge.ID) // prepareCharge loaded the ride
 	r.ride.StripeChargeID = &answer.charge.ID
 	return SetRecoveryPoint{Name: models.RecoveryPointChargeCreated}, nil
 }
@@ -148,7 +148,7 @@ func (e *Executor) loadRide(ctx context.Context, tx *phaseTx, r *run) error {
 	if r.ride != nil {
 		return nil
 	}
-	ride, err := models.RideGetByIdempotencyKeyID(ctx, tx, r.key.ID)
+	ride, err := models.RideGetByIdempotencyKeyID(ctx, tx, r.key.UserID, r.key.ID)
 	if err != nil {
 		return fmt.Errorf("bug: no ride for key at %s: %w", r.key.RecoveryPoint, err)
 	}

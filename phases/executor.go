@@ -135,6 +135,9 @@ type Executor struct {
 	// stripeKeySecret is the database's secret for Stripe idempotency keys, once read.
 	stripeKeySecret atomic.Pointer[[]byte]
 
+	// stagedJobs wakes the enqueuer once a request committed staged jobs.
+	stagedJobs *stagedJobsNotifier
+
 	// hooks are nil outside this package's tests.
 	hooks testHooks
 }
@@ -146,6 +149,8 @@ func New(pool *pgxpool.Pool, stripe *client.API, logger *slog.Logger, config Con
 		logger: logger,
 		pool:   pool,
 		stripe: stripe,
+
+		stagedJobs: newStagedJobsNotifier(pool, logger),
 	}
 }
 
@@ -210,6 +215,10 @@ type run struct {
 
 	// ride is the request's ride, once created or read.
 	ride *models.Ride
+
+	// staged is set by a phase that staged a job, so that the enqueuer is woken once the
+	// request's last commit is done.
+	staged bool
 }
 
 // runRequest runs a request of any type to its end, or as far as it can get: graph is the
@@ -224,6 +233,9 @@ func (e *Executor) runRequest(ctx context.Context, req keyRequest, graph func(ct
 	if err := graph(ctx, r); err != nil {
 		e.unlockAfterError(ctx, r, err)
 		return nil, err
+	}
+	if r.staged {
+		e.stagedJobs.poke()
 	}
 
 	// Postgres hands jsonb back in its own layout; compacting it keeps what clients see small
@@ -278,7 +290,7 @@ func (e *Executor) renewLease(ctx context.Context, r *run, mu *sync.Mutex) bool 
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.config.LockLease/3)
 	defer cancel()
-	held, err := models.IdempotencyKeyRenewLease(ctx, e.pool, r.key.ID, r.lockGeneration, e.config.LockLease)
+	held, err := models.IdempotencyKeyRenewLease(ctx, e.pool, r.key.UserID, r.key.ID, r.lockGeneration, e.config.LockLease)
 	if err != nil {
 		e.logger.WarnContext(ctx, "Phases: failed to renew the lease of an idempotency key",
 			slog.Int64("idempotency_key_id", r.key.ID), slog.String("error", err.Error()))
@@ -315,7 +327,7 @@ func (e *Executor) unlockAfterError(ctx context.Context, r *run, runErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 
-	if _, err := models.IdempotencyKeyUnlock(ctx, e.pool, r.key.ID, r.lockGeneration, runErr.Error()); err != nil {
+	if _, err := models.IdempotencyKeyUnlock(ctx, e.pool, r.key.UserID, r.key.ID, r.lockGeneration, runErr.Error()); err != nil {
 		// The lease runs out by itself; a retry is only delayed by that much.
 		e.logger.ErrorContext(ctx, "Phases: failed to unlock idempotency key",
 			slog.Int64("idempotency_key_id", r.key.ID), slog.String("error", err.Error()))

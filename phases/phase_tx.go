@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rocketrides/rocketrides/models"
 )
 
 // phaseTx is the SERIALIZABLE transaction of one atomic phase, shaped to cost few round trips:
@@ -26,7 +28,8 @@ import (
 // It satisfies models.DBTX, so the models' read functions run in it unchanged.
 type phaseTx struct {
 	pool *pgxpool.Pool
-	tx   pgx.Tx // nil until the first statement began the transaction
+	conn *pgxpool.Conn // acquired by the first statement, released once the transaction ended
+	tx   pgx.Tx        // nil until the first statement began the transaction
 
 	// Writes are the phase's queued writes, sent by commit.
 	Writes pgx.Batch
@@ -43,7 +46,18 @@ func (t *phaseTx) send(ctx context.Context, batch *pgx.Batch) pgx.BatchResults {
 	begun := &pgx.Batch{}
 	begun.BeginTx(serializable)
 	begun.QueuedQueries = append(begun.QueuedQueries, batch.QueuedQueries...)
-	br := t.pool.SendBatch(ctx, begun)
+	// The connection is held until the transaction ended and its outcome was read (commit), so
+	// that what the server said on it before the end (RecordSerializationWarnings) is still
+	// this transaction's to read.
+	conn, err := t.pool.Acquire(ctx)
+	if err != nil {
+		br := pgx.FailedBatchResults(begun, err)
+		t.tx = br.Tx()
+		return br
+	}
+	t.conn = conn
+	models.ForgetSerializationWarnings(conn.Conn().PgConn())
+	br := conn.SendBatch(ctx, begun)
 	t.tx = br.Tx()
 	return br
 }
@@ -93,6 +107,7 @@ func (t *phaseTx) writeFirst(queue func(batch *pgx.Batch)) {
 }
 
 // commit sends the queued writes, checks every result, and commits.
+// A commit that fails before its COMMIT leaves the transaction open, for rollback to end.
 func (t *phaseTx) commit(ctx context.Context) error {
 	if len(t.Writes.QueuedQueries) > 0 || t.tx == nil {
 		if err := t.send(ctx, &t.Writes).Close(); err != nil {
@@ -102,7 +117,14 @@ func (t *phaseTx) commit(ctx context.Context) error {
 	if t.tx == nil {
 		return errors.New("bug: the transaction did not begin")
 	}
-	if err := t.tx.Commit(ctx); err != nil {
+	err := t.tx.Commit(ctx)
+	defer t.release() // the COMMIT ended the transaction, whatever it answered
+	if err != nil {
+		// Citus reports a serialization failure a worker found at COMMIT as XX000, with the
+		// 40001 in a WARNING before it: retried like any other (see inSerializableTx).
+		if t.conn != nil {
+			err = models.CommitSerializationFailure(t.conn.Conn().PgConn(), err)
+		}
 		_, answered := errors.AsType[*pgconn.PgError](err)
 		// Unknown unless the server answered, or answered ROLLBACK (an aborted transaction).
 		// pgx's "conn closed" is no proof that the COMMIT was never sent: it also says so when
@@ -119,6 +141,16 @@ func (t *phaseTx) commit(ctx context.Context) error {
 func (t *phaseTx) rollback(ctx context.Context) {
 	if t.tx != nil {
 		_ = t.tx.Rollback(ctx) // a broken connection is closed by pgx, rolling back for us
+	}
+	t.release()
+}
+
+// release hands the connection back to the pool, once; the pool closes one left in a
+// transaction rather than reuse it.
+func (t *phaseTx) release() {
+	if t.conn != nil {
+		t.conn.Release()
+		t.conn = nil
 	}
 }
 

@@ -120,7 +120,7 @@ func (b *testBundle) requireOneChargedRide(t *testing.T, rider *ridetest.Rider) 
 	if n := len(b.SucceededCharges()); n != 1 {
 		t.Fatalf("want Stripe to hold 1 charge in all, got %d", n)
 	}
-	ride, err := models.RideGetByIdempotencyKeyID(context.Background(), b.Pool, key.ID)
+	ride, err := models.RideGetByIdempotencyKeyID(context.Background(), b.Pool, key.UserID, key.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

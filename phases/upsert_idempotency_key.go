@@ -68,7 +68,7 @@ func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run
 		return false, nil
 	}
 
-	r.key, err = models.IdempotencyKeyLock(ctx, tx, existing.ID, e.config.LockLease)
+	r.key, err = models.IdempotencyKeyLock(ctx, tx, existing.UserID, existing.ID, e.config.LockLease)
 	if errors.Is(err, models.ErrNotFound) {
 		return false, ErrKeyInUse
 	}

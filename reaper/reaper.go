@@ -141,7 +141,16 @@ func (r *Reaper) RunOnce(ctx context.Context) (*Result, error) {
 }
 
 func (r *Reaper) reap(ctx context.Context, tx pgx.Tx) (*Result, error) {
-	keys, err := models.IdempotencyKeyListReapableForUpdate(ctx, tx, r.config.ReapAfter, r.config.BatchSize)
+	distributed, err := models.Distributed(ctx, tx, "idempotency_keys")
+	if err != nil {
+		return nil, err
+	}
+	var keys []*models.IdempotencyKey
+	if distributed {
+		keys, err = models.IdempotencyKeyListReapableByRider(ctx, tx, r.config.ReapAfter, r.config.BatchSize)
+	} else {
+		keys, err = models.IdempotencyKeyListReapableForUpdate(ctx, tx, r.config.ReapAfter, r.config.BatchSize)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +163,7 @@ func (r *Reaper) reap(ctx context.Context, tx pgx.Tx) (*Result, error) {
 			continue
 		}
 		var rideID *int64
-		id, err := models.RideIDOfKey(ctx, tx, key.ID)
+		id, err := models.RideIDOfKey(ctx, tx, key.UserID, key.ID)
 		switch {
 		case err == nil:
 			rideID = &id
@@ -169,6 +178,11 @@ func (r *Reaper) reap(ctx context.Context, tx pgx.Tx) (*Result, error) {
 
 	if len(ids) == 0 {
 		return res, nil
+	}
+	if distributed {
+		if err := models.IdempotencyKeyClearReferences(ctx, tx, keys); err != nil {
+			return nil, err
+		}
 	}
 	res.Reaped, err = models.IdempotencyKeyDeleteByIDs(ctx, tx, ids)
 	if err != nil {

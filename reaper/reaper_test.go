@@ -36,7 +36,7 @@ func TestReaperRunOnce(t *testing.T) {
 		b := setup(t)
 		old := b.request(t, b.Rider, false, "72 hours 1 minute")
 		young := b.request(t, b.Rider, false, "71 hours 59 minutes")
-		ride, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, old.ID)
+		ride, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, old.UserID, old.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestReaperRunOnce(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		key := b.request(t, b.Rider, true, "73 hours")
-		ride, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, key.ID)
+		ride, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, key.UserID, key.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestReaperRunOnce(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		booking := b.request(t, b.Rider, false, "1 minute")
-		ride, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, booking.ID)
+		ride, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, booking.UserID, booking.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -59,7 +59,7 @@ func (b *testBundle) request(t *testing.T, rider *ridetest.Rider, fail bool, age
 	}
 	b.Exec(t, `UPDATE idempotency_keys SET created_at = now() - $2::interval,
 		last_run_at = now() - $2::interval + interval '1 minute' WHERE id = $1`, key.ID, age)
-	key, err = models.IdempotencyKeyGetByIDForUpdate(ctx, b.Pool, key.ID)
+	key, err = models.IdempotencyKeyGetByIDForUpdate(ctx, b.Pool, key.UserID, key.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

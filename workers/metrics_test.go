@@ -51,7 +51,7 @@ func TestMetrics(t *testing.T) {
 
 		// A receipt recorded already is not sent, and not counted.
 		recorded := b.newRide(t, b.rider, "ch_recorded")
-		if _, err := models.RideReceiptRecord(t.Context(), b.pool, recorded.ID, "<recorded@rocketrides.example>"); err != nil {
+		if _, err := models.RideReceiptRecord(t.Context(), b.pool, recorded.UserID, recorded.ID, "<recorded@rocketrides.example>"); err != nil {
 			t.Fatal(err)
 		}
 		work(recorded, nil, river.EventKindJobCompleted, nil)

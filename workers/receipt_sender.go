@@ -42,7 +42,7 @@ type receiptKind[T river.JobArgs] struct {
 
 	// record records the receipt of a ride as sent with messageID: only the first,
 	// models.ErrNotFound after that.
-	record func(ctx context.Context, db models.DBTX, rideID int64, messageID string) (*models.RideReceipt, error)
+	record func(ctx context.Context, db models.DBTX, userID, rideID int64, messageID string) (*models.RideReceipt, error)
 }
 
 // receiptSender emails the receipts of one kind and records each on its ride, in the
@@ -132,7 +132,7 @@ func (s *receiptSender[T]) send(ctx context.Context, job *river.Job[T]) error {
 	// up now would only leave the receipt unrecorded and mail it again on the retry.
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RecordTimeout)
 	defer cancel()
-	raced, err := s.record(recordCtx, conn, job, ride.ID, msg.MessageID)
+	raced, err := s.record(recordCtx, conn, job, ride.UserID, ride.ID, msg.MessageID)
 	for attempt := 1; err != nil && models.IsUnavailable(err); attempt++ {
 		// The database went away (a restart, a failover) while the message was out: keep trying
 		// on a fresh connection, for as long as RecordTimeout allows, rather than fail the job
@@ -144,7 +144,7 @@ func (s *receiptSender[T]) send(ctx context.Context, job *river.Job[T]) error {
 			return fmt.Errorf("error recording %s of ride %d: %w", s.kind.name, ride.ID, err)
 		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
 		}
-		raced, err = s.recordOnNewConnection(recordCtx, job, ride.ID, msg.MessageID)
+		raced, err = s.recordOnNewConnection(recordCtx, job, ride.UserID, ride.ID, msg.MessageID)
 	}
 	if err != nil {
 		return err
@@ -171,26 +171,26 @@ func (s *receiptSender[T]) send(ctx context.Context, job *river.Job[T]) error {
 }
 
 // recordOnNewConnection is record on a connection fresh from the pool.
-func (s *receiptSender[T]) recordOnNewConnection(ctx context.Context, job *river.Job[T], rideID int64, messageID string) (bool, error) {
+func (s *receiptSender[T]) recordOnNewConnection(ctx context.Context, job *river.Job[T], userID, rideID int64, messageID string) (bool, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error acquiring a database connection: %w", err)
 	}
 	defer conn.Release()
-	return s.record(ctx, conn, job, rideID, messageID)
+	return s.record(ctx, conn, job, userID, rideID, messageID)
 }
 
 // record records the receipt and completes the job in one transaction on conn, so that a
 // receipt is recorded exactly when its job is done. raced reports that another job had recorded
 // a receipt for the ride first; the job is completed all the same.
-func (s *receiptSender[T]) record(ctx context.Context, conn *pgxpool.Conn, job *river.Job[T], rideID int64, messageID string) (raced bool, err error) {
+func (s *receiptSender[T]) record(ctx context.Context, conn *pgxpool.Conn, job *river.Job[T], userID, rideID int64, messageID string) (raced bool, err error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error beginning transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
 
-	if _, err := s.kind.record(ctx, tx, rideID, messageID); errors.Is(err, models.ErrNotFound) {
+	if _, err := s.kind.record(ctx, tx, userID, rideID, messageID); errors.Is(err, models.ErrNotFound) {
 		raced = true
 	} else if err != nil {
 		return false, err

@@ -131,7 +131,7 @@ func TestSendRefundReceiptWorker(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ride := b.newRefundedRide(t, b.rider, "ch_refund3", "re_refund3")
-		if _, err := models.RideRefundReceiptRecord(t.Context(), b.pool, ride.ID, "<earlier@rocketrides.example>"); err != nil {
+		if _, err := models.RideRefundReceiptRecord(t.Context(), b.pool, ride.UserID, ride.ID, "<earlier@rocketrides.example>"); err != nil {
 			t.Fatal(err)
 		}
 		job := b.insertJob(t, refundArgs(ride), nil)

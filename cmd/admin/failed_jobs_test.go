@@ -158,8 +158,8 @@ func TestFailedJobs(t *testing.T) {
 	// Ride B's receipt is staged without its currency: the enqueuer sets it aside.
 	var stagedNum int64
 	if err := b.pool.QueryRow(t.Context(), `
-		INSERT INTO staged_jobs (job_name, job_args)
-		VALUES ($1, jsonb_build_object('ride_id', $2::bigint::text, 'user_id', $3::bigint, 'amount', 2000, 'currency', ''))
+		INSERT INTO staged_jobs (job_name, job_args, user_id)
+		VALUES ($1, jsonb_build_object('ride_id', $2::bigint::text, 'user_id', $3::bigint, 'amount', 2000, 'currency', ''), $3)
 		RETURNING id`, jobargs.SendRideReceiptKind, b.rideB, b.userID).Scan(&stagedNum); err != nil {
 		t.Fatal(err)
 	}

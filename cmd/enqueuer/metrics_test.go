@@ -16,9 +16,9 @@ func TestMetrics(t *testing.T) {
 	bin, env, pool := setup(t)
 	stage(t, pool, 2)
 	if _, err := pool.Exec(t.Context(), `
-		INSERT INTO staged_jobs (created_at, job_name, job_args) VALUES
-			(now(), 'send_ride_receipt', '{"ride_id": "3", "user_id": 1, "amount": 0, "currency": "usd"}'),
-			(now() - interval '1 hour', 'send_ride_invoice', '{"ride_id": 1}')`); err != nil {
+		INSERT INTO staged_jobs (created_at, job_name, job_args, user_id) VALUES
+			(now(), 'send_ride_receipt', '{"ride_id": "3", "user_id": 1, "amount": 0, "currency": "usd"}', 1),
+			(now() - interval '1 hour', 'send_ride_invoice', '{"ride_id": 1}', 1)`); err != nil {
 		t.Fatal(err)
 	}
 

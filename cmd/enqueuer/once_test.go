@@ -12,7 +12,7 @@ import (
 func TestOnceLeavesUnknownJobNamesStaged(t *testing.T) {
 	t.Parallel()
 	bin, env, pool := setup(t)
-	if _, err := pool.Exec(t.Context(), `INSERT INTO staged_jobs (job_name, job_args) VALUES ('send_ride_invoice', '{"ride_id": 1}')`); err != nil {
+	if _, err := pool.Exec(t.Context(), `INSERT INTO staged_jobs (job_name, job_args, user_id) VALUES ('send_ride_invoice', '{"ride_id": 1}', 1)`); err != nil {
 		t.Fatal(err)
 	}
 	stage(t, pool, 1)

@@ -24,8 +24,8 @@ func setup(t *testing.T) (string, []string, *pgxpool.Pool) {
 func stage(t *testing.T, pool *pgxpool.Pool, n int) {
 	t.Helper()
 	_, err := pool.Exec(t.Context(), `
-		INSERT INTO staged_jobs (job_name, job_args)
-		SELECT 'send_ride_receipt', jsonb_build_object('ride_id', i::text, 'user_id', 1, 'amount', 2000, 'currency', 'usd')
+		INSERT INTO staged_jobs (job_name, job_args, user_id)
+		SELECT 'send_ride_receipt', jsonb_build_object('ride_id', i::text, 'user_id', 1, 'amount', 2000, 'currency', 'usd'), 1
 		FROM generate_series(1, $1) AS i`, n)
 	if err != nil {
 		t.Fatalf("error staging jobs: %s", err)

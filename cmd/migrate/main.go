@@ -108,7 +108,7 @@ func waitForDatabase(ctx context.Context, ping func(context.Context) error) erro
 
 // up applies the pending goose migrations, then the River migrations that the linked River
 // knows and the database lacks (migrations.RiverUp): those of a River upgrade, which goose does
-// not see.
+// not see; and on a Citus coordinator lays the tables out (migrations.CitusUp).
 func up(ctx context.Context, db *sql.DB, provider *goose.Provider, out io.Writer) error {
 	results, err := provider.Up(ctx)
 	var partial *goose.PartialError
@@ -128,7 +128,14 @@ func up(ctx context.Context, db *sql.DB, provider *goose.Provider, out io.Writer
 	for _, v := range riverVersions {
 		fmt.Fprintf(out, "OK    up River migration %d\n", v)
 	}
-	if len(results) == 0 && len(riverVersions) == 0 {
+	distributed, err := migrations.CitusUp(ctx, db)
+	if err != nil {
+		return fmt.Errorf("error migrating up: %w", err)
+	}
+	for _, table := range distributed {
+		fmt.Fprintf(out, "OK    laid out %s for Citus\n", table)
+	}
+	if len(results) == 0 && len(riverVersions) == 0 && len(distributed) == 0 {
 		version, err := provider.GetDBVersion(ctx)
 		if err != nil {
 			return fmt.Errorf("error getting database version: %w", err)

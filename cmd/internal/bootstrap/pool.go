@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/rocketrides/rocketrides/migrations"
+	"github.com/rocketrides/rocketrides/models"
 )
 
 // connectWait is how long a starting process waits for its database. A Procfile starts every
@@ -96,6 +97,8 @@ func OpenPool(ctx context.Context, cfg *Config, logger *slog.Logger) (*pgxpool.P
 		},
 	}
 	conn.DialFunc = dialer.DialContext
+	// Citus reports a serialization failure found at COMMIT in a WARNING before the error.
+	conn.OnNotice = models.RecordSerializationWarnings
 	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
 	if err != nil {
 		return nil, fmt.Errorf("error creating database pool: %w", err)

@@ -39,11 +39,11 @@ func TestSeedLooksLikeTheAPI(t *testing.T) {
 	if err != nil || outcome.StatusCode != 201 {
 		t.Fatalf("want the ride booked, got %+v, %v", outcome, err)
 	}
-	booked, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, mustKeyID(t, b, b.Rider.ID))
+	booked, err := models.RideGetByIdempotencyKeyID(ctx, b.Pool, b.Rider.ID, mustKeyID(t, b, b.Rider.ID))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := models.RideReceiptRecord(ctx, b.Pool, booked.ID, workers.ReceiptMessageID(booked, "rocketrides.example")); err != nil {
+	if _, err := models.RideReceiptRecord(ctx, b.Pool, booked.UserID, booked.ID, workers.ReceiptMessageID(booked, "rocketrides.example")); err != nil {
 		t.Fatal(err)
 	}
 

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
+	"github.com/rocketrides/rocketrides/models"
 )
 
 // The one server of this test binary, started on first use.
@@ -86,11 +87,17 @@ func CopyDB(t testing.TB, url string) string {
 }
 
 // NewPool creates a database for this test as NewDB does, and returns a pool on it that is
-// closed when the test ends.
+// closed when the test ends, its connections set up as the service's are
+// (models.RecordSerializationWarnings).
 func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	url := NewDB(t)
-	pool, err := pgxpool.New(t.Context(), url)
+	config, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("dbtest: error parsing %s: %v", url, err)
+	}
+	config.ConnConfig.OnNotice = models.RecordSerializationWarnings
+	pool, err := pgxpool.NewWithConfig(t.Context(), config)
 	if err != nil {
 		t.Fatalf("dbtest: error opening pool: %v", err)
 	}

@@ -54,8 +54,8 @@ var processes = []process{
 		name: "enqueuer", logName: "Enqueuer",
 		prepare: func(t *testing.T, b *ridetest.Bundle) ([]string, func(*testing.T)) {
 			b.Exec(t, `
-				INSERT INTO staged_jobs (job_name, job_args)
-				SELECT 'send_ride_receipt', jsonb_build_object('ride_id', i::text, 'user_id', 1, 'amount', 2000, 'currency', 'usd')
+				INSERT INTO staged_jobs (job_name, job_args, user_id)
+				SELECT 'send_ride_receipt', jsonb_build_object('ride_id', i::text, 'user_id', 1, 'amount', 2000, 'currency', 'usd'), 1
 				FROM generate_series(1, 2) AS i`)
 			return nil, func(t *testing.T) {
 				if n := b.Count(t, `SELECT count(*) FROM river_job`); n != 2 {

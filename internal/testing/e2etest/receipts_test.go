@@ -11,8 +11,8 @@ import (
 )
 
 // TestReceiptsRideNotifications books rides back to back with the enqueuer's and the worker's
-// polls an hour apart, so that only notifications can move a receipt: the trigger's NOTIFY
-// wakes the enqueuer, and River's insert notification wakes the worker. Every receipt must
+// polls an hour apart, so that only notifications can move a receipt: the API's NOTIFY after
+// each commit wakes the enqueuer, and River's insert notification wakes the worker. Every receipt must
 // reach the mail server all the same: with River's default insert notification cooldown of
 // 100 ms, the receipts of the last bookings would wait for the worker's poll. No timing is
 // asserted, beyond the wait for receipts being far shorter than a poll.

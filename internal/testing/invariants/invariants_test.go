@@ -584,7 +584,7 @@ func TestCheck(t *testing.T) {
 	t.Run("StagedJobLeft", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.exec(t, `INSERT INTO staged_jobs (job_name, job_args) VALUES ($1, '{"ride_id": 1}')`, jobargs.SendRideReceiptKind)
+		b.exec(t, `INSERT INTO staged_jobs (job_name, job_args, user_id) VALUES ($1, '{"ride_id": 1}', 1)`, jobargs.SendRideReceiptKind)
 		b.check(t, RuleStagedJobLeft)
 	})
 

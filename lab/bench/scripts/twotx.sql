@@ -1,5 +1,5 @@
--- One ride as two SERIALIZABLE transactions on a schema with random ids: the least a ride can
--- commit with the key's promises kept. Transaction A records the key at ride_created with the
+-- One ride as two SERIALIZABLE transactions on a schema with random ids, every statement naming
+-- the rider as the API's do: the least a ride can commit with the key's promises kept. Transaction A records the key at ride_created with the
 -- ride and its audit record; transaction B records a made-up charge id, stages the receipt job
 -- and finishes the key, fenced on the lock generation that A took, as the API does with its
 -- leased locks (migration 00007).
@@ -46,18 +46,19 @@ VALUES ('ride.created',
 UPDATE idempotency_keys
 SET last_run_at = now(), locked_at = now(), locked_until = now() + interval '5 seconds',
     lock_generation = lock_generation + 1
-WHERE id = :key_id
+WHERE user_id = :user_id AND id = :key_id
 RETURNING lock_generation \gset
 \endif
 COMMIT;
 
 -- B: the charge id, the receipt job and the response; finished and unlocked, if still ours.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
-UPDATE rides SET stripe_charge_id = 'ch_' || md5(random()::text) WHERE idempotency_key_id = :key_id
+UPDATE rides SET stripe_charge_id = 'ch_' || md5(random()::text)
+WHERE user_id = :user_id AND idempotency_key_id = :key_id
 RETURNING id AS ride_id \gset
-INSERT INTO staged_jobs (job_name, job_args)
+INSERT INTO staged_jobs (job_name, job_args, user_id)
 VALUES ('send_ride_receipt', jsonb_build_object('ride_id', :ride_id::text, 'user_id', :user_id::bigint,
-    'amount', 2000, 'currency', 'usd'));
+    'amount', 2000, 'currency', 'usd'), :user_id);
 UPDATE idempotency_keys
 SET locked_at = NULL, locked_until = NULL, recovery_point = 'finished', response_code = 201,
     response_body = (
@@ -65,6 +66,6 @@ SET locked_at = NULL, locked_until = NULL, recovery_point = 'finished', response
             'id', id::text, 'origin_lat', origin_lat, 'origin_lon', origin_lon,
             'target_lat', target_lat, 'target_lon', target_lon,
             'stripe_charge_id', stripe_charge_id, 'created_at', created_at))
-        FROM rides WHERE id = :ride_id)
-WHERE id = :key_id AND lock_generation = :lock_generation;
+        FROM rides WHERE user_id = :user_id AND id = :ride_id)
+WHERE user_id = :user_id AND id = :key_id AND lock_generation = :lock_generation;
 COMMIT;

@@ -1,0 +1,178 @@
+package e2etest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rocketrides/rocketrides/client"
+	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+)
+
+// citusNode is one Postgres of a Citus cluster on loopback, and what its server logged.
+type citusNode struct {
+	*pgcluster.Cluster
+	port int
+	log  *proctest.SyncBuffer
+}
+
+// startCitus starts a Citus cluster on loopback, a coordinator and two workers, each logging
+// every statement it runs, or skips the test when Citus is not installed: no registry here serves
+// it (docs/scale-out.md says how to install it).
+func startCitus(t *testing.T) (coordinator *citusNode, workers []*citusNode) {
+	t.Helper()
+	binDir, err := pgcluster.FindBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(binDir, "..", "lib", "citus.so")); err != nil {
+		t.Skip("Citus is not installed for this Postgres (no citus.so); see docs/scale-out.md")
+	}
+	ctx := t.Context()
+	start := func() *citusNode {
+		n := &citusNode{port: proctest.FreePort(t), log: &proctest.SyncBuffer{}}
+		n.Cluster, err = pgcluster.Start(ctx, pgcluster.Config{
+			Port: n.port,
+			Settings: map[string]string{
+				"shared_preload_libraries": "citus",
+				"citus.node_conninfo":      "sslmode=disable",
+				"log_statement":            "all",
+			},
+			Logger: slog.New(slog.NewTextHandler(n.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		})
+		if err != nil {
+			t.Fatalf("error starting a Citus node: %s", err)
+		}
+		t.Cleanup(func() { _ = n.Stop(context.Background()) })
+		n.exec(t, `CREATE EXTENSION citus`)
+		return n
+	}
+	coordinator = start()
+	workers = []*citusNode{start(), start()}
+	coordinator.exec(t, fmt.Sprintf(`SELECT citus_set_coordinator_host('localhost', %d)`, coordinator.port))
+	for _, w := range workers {
+		coordinator.exec(t, fmt.Sprintf(`SELECT citus_add_node('localhost', %d)`, w.port))
+	}
+	return coordinator, workers
+}
+
+// exec runs sql on the node's postgres database.
+func (n *citusNode) exec(t *testing.T, sql string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), n.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), sql); err != nil {
+		t.Fatalf("%s: %s", sql, err)
+	}
+}
+
+// TestCitus runs the service on a Citus cluster: `migrate up` lays the tables out, and riders
+// book, replay, are declined, resume after a failure and cancel through the real API, every one
+// of whose transactions runs on one worker, with no two-phase commit; then the enqueuer and the
+// worker send each receipt once.
+func TestCitus(t *testing.T) {
+	t.Parallel()
+	coordinator, workers := startCitus(t)
+	ctx := t.Context()
+	databaseURL := coordinator.URL("postgres")
+
+	out, errOut, code := proctest.Run(t, proctest.Build(t, "migrate"), []string{"DATABASE_URL=" + databaseURL}, "up")
+	if code != 0 || !strings.Contains(out, "laid out rides for Citus") || !strings.Contains(out, "laid out staged_jobs for Citus") {
+		t.Fatalf("want migrate up to lay the tables out for Citus, got %d:\n%s%s", code, out, errOut)
+	}
+
+	stripe := proctest.Start(t, proctest.Build(t, "fakestripe"), nil, "-addr", "127.0.0.1:0")
+	stripeURL := strings.TrimSpace(proctest.WaitOutput(t, stripe, "http://", 10*time.Second))
+	env := []string{"DATABASE_URL=" + databaseURL, "STRIPE_API_KEY=sk_test_citus", "STRIPE_API_URL=" + stripeURL, "RATE_LIMITS=off"}
+	admin := proctest.Build(t, "admin")
+	rider := createRider(t, admin, env, "citus@example.com")
+	outDeclined, errDeclined, code := proctest.Run(t, admin, env, "create-user", "-email", "declined@example.com", "-card", "tok_chargeCustomerFail")
+	if code != 0 {
+		t.Fatalf("create-user exited %d: %s", code, errDeclined)
+	}
+	declinedToken := strings.Split(strings.Split(outDeclined, `"token":"`)[1], `"`)[0]
+
+	apiPort := proctest.FreePort(t)
+	api := proctest.Start(t, proctest.Build(t, "api"), append(env, fmt.Sprintf("PORT=%d", apiPort), "SIMULATE_ERRORS=true"))
+	apiURL := fmt.Sprintf("http://127.0.0.1:%d", apiPort)
+	proctest.WaitHTTP(t, api, apiURL+"/readyz", 15*time.Second)
+	logged := func() []int {
+		var n []int
+		for _, w := range workers {
+			n = append(n, len(w.log.String()))
+		}
+		return n
+	}
+	before := logged()
+
+	c := &client.Client{BaseURL: apiURL, Token: rider}
+	params := client.RideParams{OriginLat: 37.7749, OriginLon: -122.4194, TargetLat: 37.3382, TargetLon: -121.8863}
+	booked, err := c.CreateRideWithKey(ctx, "citus-ride-0000000000001", params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.CreateRideWithKey(ctx, "citus-ride-0000000000001", params); err != nil || !again.Replayed || again.Ride.ID != booked.Ride.ID {
+		t.Fatalf("want the booking replayed, got %+v, %v", again, err)
+	}
+	var apiErr *client.APIError
+	declined := &client.Client{BaseURL: apiURL, Token: declinedToken}
+	if _, err := declined.CreateRide(ctx, params); !errors.As(err, &apiErr) || apiErr.Code != "card_declined" {
+		t.Fatalf("want card_declined, got %v", err)
+	}
+	failing := params
+	failing.RaiseError = true
+	// The client retries the 500 until it gives up; each try stopped right after ride_created.
+	impatient := &client.Client{BaseURL: apiURL, Token: rider, MaxElapsed: time.Second}
+	var unknown *client.UnknownOutcomeError
+	if _, err := impatient.CreateRideWithKey(ctx, "citus-ride-0000000000002", failing); !errors.As(err, &unknown) {
+		t.Fatalf("want the simulated failure, got %v", err)
+	}
+	resumed, err := c.CreateRideWithKey(ctx, "citus-ride-0000000000002", params)
+	if err != nil || resumed.Ride.StripeChargeID == nil {
+		t.Fatalf("want the failed request resumed and charged, got %+v, %v", resumed, err)
+	}
+	cancelled, err := c.CancelRideWithKey(ctx, "citus-cancel-00000000001", booked.Ride.ID)
+	if err != nil || cancelled.Ride.Status != "cancelled" {
+		t.Fatalf("want the ride cancelled, got %+v, %v", cancelled, err)
+	}
+
+	// A transaction that wrote on two workers would have been committed in two phases.
+	for i, w := range workers {
+		ran := w.log.String()[before[i]:]
+		if n := strings.Count(ran, "PREPARE TRANSACTION"); n != 0 {
+			t.Errorf("worker %d: want every ride transaction on one worker, got %d two-phase commits", i+1, n)
+		}
+	}
+	serializable := 0
+	for i, w := range workers {
+		serializable += strings.Count(w.log.String()[before[i]:], "ISOLATION LEVEL SERIALIZABLE")
+	}
+	if serializable == 0 {
+		t.Error("want the atomic phases to run SERIALIZABLE on the workers, found none in their logs")
+	}
+
+	proctest.Start(t, proctest.Build(t, "enqueuer"), env)
+	worker := proctest.Start(t, proctest.Build(t, "worker"), env)
+	waitFor(t, "both ride receipts and the refund receipt", func() bool {
+		return strings.Count(worker.Output(), "Worker: logged receipt") == 2 &&
+			strings.Count(worker.Output(), "Worker: logged refund receipt") == 1
+	})
+	for _, id := range []string{booked.Ride.ID, resumed.Ride.ID} {
+		ride, err := c.GetRide(ctx, id)
+		if err != nil || ride.ReceiptSentAt == nil {
+			t.Errorf("want ride %s's receipt recorded, got %+v, %v", id, ride, err)
+		}
+	}
+}
