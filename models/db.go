@@ -156,3 +156,22 @@ func Distributed(ctx context.Context, db DBTX, table string) (bool, error) {
 	}
 	return distributed, nil
 }
+
+// groupByRider reads (user_id, id) rows, the result of a query that failed with queryErr or
+// not, into the riders in the order they first came and each rider's ids: what the functions
+// that lock rider by rider on Citus lock next.
+func groupByRider(rows pgx.Rows, queryErr error) (riders []int64, byRider map[int64][]int64, err error) {
+	if queryErr != nil {
+		return nil, nil, queryErr
+	}
+	byRider = map[int64][]int64{}
+	var userID, id int64
+	_, err = pgx.ForEachRow(rows, []any{&userID, &id}, func() error {
+		if _, ok := byRider[userID]; !ok {
+			riders = append(riders, userID)
+		}
+		byRider[userID] = append(byRider[userID], id)
+		return nil
+	})
+	return riders, byRider, err
+}

@@ -378,19 +378,8 @@ func IdempotencyKeyListReapableByRider(ctx context.Context, tx pgx.Tx, reapAfter
 			AND (locked_until IS NULL OR locked_until <= now())
 		ORDER BY created_at
 		LIMIT $2`, reapAfter.Seconds(), limit)
+	riders, byRider, err := groupByRider(rows, err)
 	if err != nil {
-		return nil, fmt.Errorf("error listing idempotency keys to reap: %w", err)
-	}
-	byRider := map[int64][]int64{}
-	var riders []int64
-	var userID, id int64
-	if _, err := pgx.ForEachRow(rows, []any{&userID, &id}, func() error {
-		if _, ok := byRider[userID]; !ok {
-			riders = append(riders, userID)
-		}
-		byRider[userID] = append(byRider[userID], id)
-		return nil
-	}); err != nil {
 		return nil, fmt.Errorf("error listing idempotency keys to reap: %w", err)
 	}
 	batch := &pgx.Batch{}

@@ -90,19 +90,8 @@ func StagedJobLockByRider(ctx context.Context, tx pgx.Tx, jobNames []string, lim
 		WHERE failed_at IS NULL AND job_name = ANY($1)
 		ORDER BY id
 		LIMIT $2`, jobNames, limit)
+	riders, byRider, err := groupByRider(rows, err)
 	if err != nil {
-		return nil, fmt.Errorf("error finding staged jobs: %w", err)
-	}
-	byRider := map[int64][]int64{}
-	var riders []int64
-	var userID, id int64
-	if _, err := pgx.ForEachRow(rows, []any{&userID, &id}, func() error {
-		if _, ok := byRider[userID]; !ok {
-			riders = append(riders, userID)
-		}
-		byRider[userID] = append(byRider[userID], id)
-		return nil
-	}); err != nil {
 		return nil, fmt.Errorf("error finding staged jobs: %w", err)
 	}
 	if len(riders) == 0 {

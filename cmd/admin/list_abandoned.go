@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -18,24 +17,8 @@ import (
 // find out what became of each (was the ride charged? does the rider know?) and put it right.
 // A table by default, for reading; -json prints one object per line, for jq and scripts.
 func listAbandoned(ctx context.Context, args []string) error {
-	f, err := parseListFlags("list-abandoned", args, listLimitMax, "the newest")
-	if err != nil {
-		return err
-	}
-	pool, err := openDatabase(ctx)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-
-	requests, err := models.AbandonedRequestList(ctx, pool, f.limit)
-	if err != nil {
-		return err
-	}
-	if f.asJSON {
-		return writeAbandonedJSON(os.Stdout, requests)
-	}
-	return writeAbandonedTable(os.Stdout, requests)
+	return runList(ctx, "list-abandoned", args, "the newest", models.AbandonedRequestList,
+		writeAbandonedTable, writeAbandonedJSON)
 }
 
 // abandonedRequestJSON is how list-abandoned -json shows one abandoned request.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -17,24 +16,8 @@ import (
 // answered at Stripe's dashboard, with the evidence the ride's record gives, before the
 // dispute's deadline. A table by default; -json prints one object per line.
 func listDisputed(ctx context.Context, args []string) error {
-	f, err := parseListFlags("list-disputed", args, listLimitMax, "the oldest")
-	if err != nil {
-		return err
-	}
-	pool, err := openDatabase(ctx)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-
-	rides, err := models.RideListDisputed(ctx, pool, f.limit)
-	if err != nil {
-		return err
-	}
-	if f.asJSON {
-		return writeDisputedJSON(os.Stdout, rides)
-	}
-	return writeDisputedTable(os.Stdout, rides)
+	return runList(ctx, "list-disputed", args, "the oldest", models.RideListDisputed,
+		writeDisputedTable, writeDisputedJSON)
 }
 
 // disputedRideJSON is how list-disputed -json shows one disputed ride.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/models"
 )
 
 // listFlags are the flags every list command takes: how many rows at most, between 1 and max,
@@ -47,4 +48,29 @@ func openDatabase(ctx context.Context) (*pgxpool.Pool, error) {
 	}
 	_, pool, err := bootstrap.Open(ctx, cfg, os.Stderr)
 	return pool, err
+}
+
+// runList is a list command read from our own tables: its flags, the rows list returns, and
+// either table (the default, for reading) or one JSON object per row (-json, for jq and scripts).
+func runList[T any](ctx context.Context, command string, args []string, which string,
+	list func(ctx context.Context, db models.DBTX, limit int) ([]T, error),
+	writeTable, writeJSON func(io.Writer, []T) error) error {
+	f, err := parseListFlags(command, args, listLimitMax, which)
+	if err != nil {
+		return err
+	}
+	pool, err := openDatabase(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	rows, err := list(ctx, pool, f.limit)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		return writeJSON(os.Stdout, rows)
+	}
+	return writeTable(os.Stdout, rows)
 }
