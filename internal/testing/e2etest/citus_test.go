@@ -176,3 +176,30 @@ func TestCitus(t *testing.T) {
 		}
 	}
 }
+
+// migratedCitus starts a Citus cluster (or skips, as startCitus does) and returns the URL of its
+// coordinator's database, migrated and laid out.
+func migratedCitus(t *testing.T) murphyOptions {
+	t.Helper()
+	coordinator, _ := startCitus(t)
+	url := coordinator.URL("postgres")
+	if out, errOut, code := proctest.Run(t, proctest.Build(t, "migrate"), []string{"DATABASE_URL=" + url}, "up"); code != 0 {
+		t.Fatalf("migrate up exited %d:\n%s%s", code, out, errOut)
+	}
+	return murphyOptions{DatabaseURL: url}
+}
+
+// TestCitusMurphy plays Murphy's worst moments on Citus, each on a cluster of its own: the API
+// killed after Stripe charged, and after Stripe refunded a cancel; the retry through another
+// replica, or the completer, finishes the request, with one charge and one refund.
+func TestCitusMurphy(t *testing.T) {
+	t.Parallel()
+	t.Run("APIKilledAfterStripeCharged", func(t *testing.T) {
+		t.Parallel()
+		murphyKilledAfterStripeCharged(t, newMurphyStack(t, migratedCitus(t)))
+	})
+	t.Run("APIKilledAfterStripeRefunded", func(t *testing.T) {
+		t.Parallel()
+		testMurphyCancelKilledAt(t, "refund_answered", true, migratedCitus)
+	})
+}

@@ -402,7 +402,7 @@ func (s *murphyStack) key(key string) keyRow {
 			coalesce(extract(epoch FROM k.locked_until - now())::float8, 0), k.locked_until,
 			k.charge_attempted_at IS NOT NULL, k.response_code, k.response_body, k.stripe_idempotency_key,
 			k.last_error, r.id, r.stripe_charge_id, r.receipt_sent_at
-		FROM idempotency_keys k LEFT JOIN rides r ON r.idempotency_key_id = k.id
+		FROM idempotency_keys k LEFT JOIN rides r ON r.user_id = k.user_id AND r.idempotency_key_id = k.id
 		WHERE k.idempotency_key = $1`, key).
 		Scan(&k.ID, &k.RecoveryPoint, &k.Locked, &leaseLeftSeconds, &lockedUntil, &k.ChargeAttempted, &k.ResponseCode,
 			&k.ResponseBody, &k.StripeKey, &k.LastError, &k.RideID, &k.RideStripeCharge, &k.RideReceiptSentAt)
