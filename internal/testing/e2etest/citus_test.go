@@ -80,8 +80,8 @@ func (n *citusNode) exec(t *testing.T, sql string) {
 
 // TestCitus runs the service on a Citus cluster: `migrate up` lays the tables out, and riders
 // book, replay, are declined, resume after a failure and cancel through the real API, every one
-// of whose transactions runs on one worker, with no two-phase commit; then the enqueuer and the
-// worker send each receipt once.
+// of whose transactions runs on one worker, with no two-phase commit; Stripe's signed webhook
+// moves a ride on; then the enqueuer and the worker send each receipt once.
 func TestCitus(t *testing.T) {
 	t.Parallel()
 	coordinator, workers := startCitus(t)
@@ -93,9 +93,15 @@ func TestCitus(t *testing.T) {
 		t.Fatalf("want migrate up to lay the tables out for Citus, got %d:\n%s%s", code, out, errOut)
 	}
 
-	stripe := proctest.Start(t, proctest.Build(t, "fakestripe"), nil, "-addr", "127.0.0.1:0")
+	const webhookSecret = "whsec_citus"
+	apiPort := proctest.FreePort(t)
+	apiURL := fmt.Sprintf("http://127.0.0.1:%d", apiPort)
+	stripe := proctest.Start(t, proctest.Build(t, "fakestripe"), []string{
+		"STRIPE_WEBHOOK_URL=" + apiURL + "/webhooks/stripe", "STRIPE_WEBHOOK_SECRET=" + webhookSecret,
+	}, "-addr", "127.0.0.1:0")
 	stripeURL := strings.TrimSpace(proctest.WaitOutput(t, stripe, "http://", 10*time.Second))
-	env := []string{"DATABASE_URL=" + databaseURL, "STRIPE_API_KEY=sk_test_citus", "STRIPE_API_URL=" + stripeURL, "RATE_LIMITS=off"}
+	env := []string{"DATABASE_URL=" + databaseURL, "STRIPE_API_KEY=sk_test_citus", "STRIPE_API_URL=" + stripeURL,
+		"STRIPE_WEBHOOK_SECRET=" + webhookSecret, "RATE_LIMITS=off"}
 	admin := proctest.Build(t, "admin")
 	rider := createRider(t, admin, env, "citus@example.com")
 	outDeclined, errDeclined, code := proctest.Run(t, admin, env, "create-user", "-email", "declined@example.com", "-card", "tok_chargeCustomerFail")
@@ -104,9 +110,7 @@ func TestCitus(t *testing.T) {
 	}
 	declinedToken := strings.Split(strings.Split(outDeclined, `"token":"`)[1], `"`)[0]
 
-	apiPort := proctest.FreePort(t)
 	api := proctest.Start(t, proctest.Build(t, "api"), append(env, fmt.Sprintf("PORT=%d", apiPort), "SIMULATE_ERRORS=true"))
-	apiURL := fmt.Sprintf("http://127.0.0.1:%d", apiPort)
 	proctest.WaitHTTP(t, api, apiURL+"/readyz", 15*time.Second)
 	logged := func() []int {
 		var n []int
@@ -161,6 +165,17 @@ func TestCitus(t *testing.T) {
 	}
 	if serializable == 0 {
 		t.Error("want the atomic phases to run SERIALIZABLE on the workers, found none in their logs")
+	}
+
+	// Stripe's webhook reaches the rides on the workers: a refund at the dashboard marks the ride
+	// refunded; the cancelled ride's own refund leaves it cancelled.
+	stripeControl(t, stripeURL, "/_fakestripe/charges/"+*resumed.Ride.StripeChargeID+"/refund", nil)
+	waitFor(t, "the dashboard refund to reach the ride", func() bool {
+		ride, err := c.GetRide(ctx, resumed.Ride.ID)
+		return err == nil && ride.Status == "refunded"
+	})
+	if ride, err := c.GetRide(ctx, booked.Ride.ID); err != nil || ride.Status != "cancelled" {
+		t.Errorf("want the cancelled ride to stay cancelled, got %+v, %v", ride, err)
 	}
 
 	proctest.Start(t, proctest.Build(t, "enqueuer"), env)
