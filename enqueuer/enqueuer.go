@@ -215,10 +215,18 @@ func (e *Enqueuer) lock(ctx context.Context, tx pgx.Tx) ([]*models.StagedJob, er
 		e.distributed.Store(&d)
 		distributed = &d
 	}
+	var jobs []*models.StagedJob
+	var err error
 	if *distributed {
-		return models.StagedJobLockByRider(ctx, tx, e.config.JobNames, e.config.BatchSize)
+		jobs, err = models.StagedJobLockByRider(ctx, tx, e.config.JobNames, e.config.BatchSize)
+	} else {
+		jobs, err = models.StagedJobLockBatch(ctx, tx, e.config.JobNames, e.config.BatchSize)
 	}
-	return models.StagedJobLockBatch(ctx, tx, e.config.JobNames, e.config.BatchSize)
+	if err != nil {
+		// Found out again at the next pass: the tables may have been laid out for Citus since.
+		e.distributed.Store(nil)
+	}
+	return jobs, err
 }
 
 func (e *Enqueuer) runOnce(ctx context.Context) (*Result, []*failure, error) {

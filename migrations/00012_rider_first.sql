@@ -1,7 +1,8 @@
--- The rider first in every key of the rider tables: idempotency_keys, rides, audit_records,
--- abandoned_requests and staged_jobs. Every row of them is one rider's, and every statement of
--- a request names the rider, so that Citus can distribute them by user_id, co-located, and run
--- each ride transaction on the one worker that holds its rider (docs/scale-out.md). Citus refuses
+-- The rider first in every key of the rider tables: idempotency_keys, rides, audit_records and
+-- abandoned_requests; and staged_jobs learns whose job it is. Every row of them is one rider's,
+-- and every statement of a request names the rider, so that Citus can distribute them by
+-- user_id, co-located, and run each ride transaction on the one worker that holds its rider
+-- (docs/scale-out.md). Citus refuses
 -- a primary key, a unique constraint or a foreign key that leaves the distribution column out.
 --
 -- What changes for a single Postgres: a charge id and a refund id are unique per rider rather
@@ -13,15 +14,43 @@
 -- never user_id (Postgres 15's ON DELETE SET NULL (column)).
 --
 -- Every new index is built concurrently and each constraint swapped onto it, validated apart,
--- so that bookings go on throughout; outside a transaction, each statement safe to run again.
+-- so that bookings go on throughout; outside a transaction. A run stopped halfway is run again:
+-- an index its interruption left invalid is dropped first and built anew.
+--
+-- While the release before this one still runs (a rolling deploy), its lookups by id alone find
+-- no index on id, and scan; the rollout should be short.
 
 -- +goose NO TRANSACTION
 -- +goose Up
 
--- staged_jobs learns whose job it is, from the job's own arguments (every job kind carries it).
+-- staged_jobs learns whose job it is, from the job's own arguments (every job kind carries a
+-- numeric user_id). Nullable, and its primary key stays on id: the release before this one,
+-- still running during a rolling deploy, stages jobs without it. migrations.CitusUp makes it NOT
+-- NULL and leads the primary key with it when it distributes the table, which a deploy does
+-- once every process runs this release.
 ALTER TABLE staged_jobs ADD COLUMN IF NOT EXISTS user_id bigint;
-UPDATE staged_jobs SET user_id = (job_args->>'user_id')::bigint WHERE user_id IS NULL;
-ALTER TABLE staged_jobs ALTER COLUMN user_id SET NOT NULL;
+UPDATE staged_jobs SET user_id = (job_args->>'user_id')::bigint
+WHERE user_id IS NULL AND job_args->>'user_id' ~ '^[0-9]{1,18}$';
+
+-- An index a stopped run left invalid (CREATE INDEX CONCURRENTLY interrupted) is dropped, so
+-- that the builds below make it anew instead of finding its name taken.
+-- +goose StatementBegin
+DO $$
+DECLARE
+    invalid record;
+BEGIN
+    FOR invalid IN
+        SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+        WHERE NOT i.indisvalid AND c.relname IN ('idempotency_keys_user_id_id', 'rides_user_id_id',
+            'rides_user_id_idempotency_key_id', 'rides_user_id_stripe_charge_id', 'rides_stripe_charge_id',
+            'rides_user_id_cancel_idempotency_key_id', 'rides_user_id_stripe_refund_id',
+            'audit_records_user_id_id', 'abandoned_requests_user_id_id',
+            'abandoned_requests_user_id_idempotency_key_id', 'abandoned_requests_user_id_ride_id')
+    LOOP
+        EXECUTE format('DROP INDEX %I', invalid.relname);
+    END LOOP;
+END $$;
+-- +goose StatementEnd
 
 -- The new unique indexes, built while writes go on.
 CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS idempotency_keys_user_id_id ON idempotency_keys (user_id, id);
@@ -35,7 +64,6 @@ CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS rides_user_id_stripe_refund_id
     ON rides (user_id, stripe_refund_id) WHERE stripe_refund_id IS NOT NULL;
 CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS audit_records_user_id_id ON audit_records (user_id, id);
 CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS abandoned_requests_user_id_id ON abandoned_requests (user_id, id);
-CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS staged_jobs_user_id_id ON staged_jobs (user_id, id);
 -- For the foreign keys' lookups when a key or a ride is deleted.
 CREATE INDEX CONCURRENTLY IF NOT EXISTS abandoned_requests_user_id_idempotency_key_id
     ON abandoned_requests (user_id, idempotency_key_id) WHERE idempotency_key_id IS NOT NULL;
@@ -71,8 +99,6 @@ ALTER TABLE audit_records ADD CONSTRAINT audit_records_pkey PRIMARY KEY USING IN
 ALTER TABLE abandoned_requests DROP CONSTRAINT IF EXISTS abandoned_requests_pkey;
 ALTER TABLE abandoned_requests ADD CONSTRAINT abandoned_requests_pkey PRIMARY KEY USING INDEX abandoned_requests_user_id_id;
 
-ALTER TABLE staged_jobs DROP CONSTRAINT IF EXISTS staged_jobs_pkey;
-ALTER TABLE staged_jobs ADD CONSTRAINT staged_jobs_pkey PRIMARY KEY USING INDEX staged_jobs_user_id_id;
 
 -- The foreign keys, rider first, setting only the recycled column to NULL.
 ALTER TABLE rides ADD CONSTRAINT rides_idempotency_key_id_fkey
@@ -98,9 +124,6 @@ ALTER TABLE abandoned_requests DROP CONSTRAINT IF EXISTS abandoned_requests_idem
 ALTER TABLE rides DROP CONSTRAINT IF EXISTS rides_cancel_idempotency_key_id_fkey;
 ALTER TABLE rides DROP CONSTRAINT IF EXISTS rides_idempotency_key_id_fkey;
 
-CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS staged_jobs_id ON staged_jobs (id);
-ALTER TABLE staged_jobs DROP CONSTRAINT IF EXISTS staged_jobs_pkey;
-ALTER TABLE staged_jobs ADD CONSTRAINT staged_jobs_pkey PRIMARY KEY USING INDEX staged_jobs_id;
 CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS abandoned_requests_id ON abandoned_requests (id);
 ALTER TABLE abandoned_requests DROP CONSTRAINT IF EXISTS abandoned_requests_pkey;
 ALTER TABLE abandoned_requests ADD CONSTRAINT abandoned_requests_pkey PRIMARY KEY USING INDEX abandoned_requests_id;

@@ -59,6 +59,20 @@ func CitusUp(ctx context.Context, db *sql.DB) ([]string, error) {
 			}
 		}
 	}
+	// staged_jobs's rider, nullable on a single Postgres (00012), becomes part of its key.
+	if ok, err := laidOut("staged_jobs"); err != nil {
+		return done, fmt.Errorf("error looking up staged_jobs in Citus: %w", err)
+	} else if !ok {
+		for _, sql := range []string{
+			`ALTER TABLE staged_jobs ALTER COLUMN user_id SET NOT NULL`,
+			`ALTER TABLE staged_jobs DROP CONSTRAINT IF EXISTS staged_jobs_pkey`,
+			`ALTER TABLE staged_jobs ADD CONSTRAINT staged_jobs_pkey PRIMARY KEY (user_id, id)`,
+		} {
+			if _, err := db.ExecContext(ctx, sql); err != nil {
+				return done, fmt.Errorf("error keying staged_jobs by rider for Citus: %w", err)
+			}
+		}
+	}
 	for _, table := range citusReferenceTables {
 		if ok, err := laidOut(table); err != nil || ok {
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Reasons a request is recorded as abandoned.
@@ -28,6 +29,11 @@ const (
 	// (not a refund or dispute that got there first), which no retry changes.
 	AbandonedReasonStripeRefundRefused = "stripe_refund_refused"
 
+	// AbandonedReasonChargeUnknown: a cancel of a ride whose booking ended without a known charge
+	// (it went to review, or was reaped unfinished), which nothing can refund until a person
+	// finds out whether the rider paid.
+	AbandonedReasonChargeUnknown = "charge_unknown"
+
 	// AbandonedReasonReapedUnfinished: the key reached the reaper's age without ever finishing,
 	// so neither its client nor the completer got it to a response, and deleting it would
 	// otherwise leave no trace of a request that may have created a ride or even charged for it.
@@ -37,7 +43,8 @@ const (
 // AbandonedReasons are the reasons above, for reports that show each, none included.
 var AbandonedReasons = []string{
 	AbandonedReasonStripeKeyExpired, AbandonedReasonStripeKeyConflict,
-	AbandonedReasonStripeReplayedError, AbandonedReasonStripeRefundRefused, AbandonedReasonReapedUnfinished,
+	AbandonedReasonStripeReplayedError, AbandonedReasonStripeRefundRefused, AbandonedReasonChargeUnknown,
+	AbandonedReasonReapedUnfinished,
 }
 
 // AbandonedRequest is a request the system gave up on and a human must look at. It copies what
@@ -55,6 +62,23 @@ type AbandonedRequest struct {
 	KeyCreatedAt     time.Time
 	KeyLastRunAt     time.Time
 	RideID           *int64
+}
+
+// AbandonedRequestQueueFromKey queues on batch the record of key as abandoned for reason, with
+// its ride if any: for an atomic phase, whose key may be new, inserted ahead of this in the same
+// batch. A new key's times are not known yet; the database's now() stands for them.
+func AbandonedRequestQueueFromKey(batch *pgx.Batch, key *IdempotencyKey, reason string, rideID *int64) {
+	var createdAt, lastRunAt *time.Time
+	if !key.CreatedAt.IsZero() {
+		createdAt, lastRunAt = &key.CreatedAt, &key.LastRunAt
+	}
+	batch.Queue(`
+		INSERT INTO abandoned_requests (reason, idempotency_key_id, idempotency_key, user_id,
+			request_params, recovery_point, last_error, key_created_at, key_last_run_at, ride_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, least($8::timestamptz, now()), least($9::timestamptz, now()), $10)`,
+		reason, key.ID, key.IdempotencyKey, key.UserID, key.RequestParams, key.RecoveryPoint,
+		key.LastError, createdAt, lastRunAt, rideID,
+	).Exec(func(pgconn.CommandTag) error { return nil })
 }
 
 // AbandonedRequestInsertFromKey records key as abandoned for reason, with the ride it created

@@ -104,14 +104,17 @@ func IdempotencyKeyGetByIDForUpdate(ctx context.Context, db DBTX, userID, id int
 	return k, nil
 }
 
-// IdempotencyKeyRecoveryPoint returns the recovery point of a rider's key id, or ErrNotFound.
-func IdempotencyKeyRecoveryPoint(ctx context.Context, db DBTX, userID, id int64) (RecoveryPoint, error) {
+// IdempotencyKeyOutcome returns the recovery point of a rider's key id and, once finished, the
+// status of its stored response; ErrNotFound if there is no such key.
+func IdempotencyKeyOutcome(ctx context.Context, db DBTX, userID, id int64) (RecoveryPoint, *int, error) {
 	var point RecoveryPoint
-	err := db.QueryRow(ctx, `SELECT recovery_point FROM idempotency_keys WHERE user_id = $1 AND id = $2`, userID, id).Scan(&point)
+	var code *int
+	err := db.QueryRow(ctx, `SELECT recovery_point, response_code FROM idempotency_keys WHERE user_id = $1 AND id = $2`,
+		userID, id).Scan(&point, &code)
 	if err != nil {
-		return "", fmt.Errorf("error getting recovery point of idempotency key %d: %w", id, notFound(err))
+		return "", nil, fmt.Errorf("error getting the outcome of idempotency key %d: %w", id, notFound(err))
 	}
-	return point, nil
+	return point, code, nil
 }
 
 // IdempotencyKeyProgress is what an atomic phase records on its key as it commits: the recovery
@@ -420,13 +423,19 @@ func IdempotencyKeyClearReferences(ctx context.Context, tx pgx.Tx, keys []*Idemp
 	return nil
 }
 
-// IdempotencyKeyDeleteByIDs deletes keys and returns how many were deleted. Their rides stay,
+// IdempotencyKeyDeleteKeys deletes keys and returns how many were deleted. Their rides stay,
 // with idempotency_key_id set to NULL by the foreign key: a ride is a record of a trip and a
-// charge, a key only of how the request went.
-func IdempotencyKeyDeleteByIDs(ctx context.Context, db DBTX, ids []int64) (int, error) {
+// charge, a key only of how the request went. The riders name the keys' shards on Citus, and
+// lead the primary key's index everywhere.
+func IdempotencyKeyDeleteKeys(ctx context.Context, db DBTX, keys []*IdempotencyKey) (int, error) {
+	riders := make([]int64, len(keys))
+	ids := make([]int64, len(keys))
+	for i, k := range keys {
+		riders[i], ids[i] = k.UserID, k.ID
+	}
 	tag, err := db.Exec(ctx, `
 		DELETE FROM idempotency_keys
-		WHERE id = ANY($1)`, ids)
+		WHERE user_id = ANY($2) AND id = ANY($1)`, ids, riders)
 	if err != nil {
 		return 0, fmt.Errorf("error deleting idempotency keys: %w", err)
 	}

@@ -141,7 +141,7 @@ func RideListForUser(ctx context.Context, db DBTX, userID int64, limit int, star
 		}
 	}
 	// After a ride, the row comparison starts the index scan right past it.
-	after := `AND (created_at, id) < (SELECT created_at, id FROM rides WHERE id = $3)`
+	after := `AND (created_at, id) < (SELECT created_at, id FROM rides WHERE user_id = $1 AND id = $3)`
 	args := []any{userID, limit + 1, startingAfter}
 	if startingAfter == 0 {
 		after, args = "", args[:2]

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -238,6 +239,8 @@ func isRetryable(err error) bool {
 	if !errors.As(err, &pgErr) {
 		return false
 	}
-	return pgErr.Code == "40001" || pgErr.Code == "40P01" ||
-		(pgErr.Code == "23505" && pgErr.ConstraintName == models.IdempotencyKeyUniqueConstraint)
+	return pgErr.Code == "40001" || pgErr.Code == "40P01" || (pgErr.Code == "23505" &&
+		(pgErr.ConstraintName == models.IdempotencyKeyUniqueConstraint ||
+			// Citus passes on a worker's error without its constraint name.
+			strings.HasPrefix(pgErr.Detail, "Key (user_id, idempotency_key)=")))
 }

@@ -133,25 +133,17 @@ func (e *Executor) claimRideForCancel(ctx context.Context, tx *phaseTx, r *run, 
 	switch {
 	case ours:
 		// An earlier run of this request claimed it.
-	case ride.Status == models.RideStatusCancelled || ride.CancelIdempotencyKeyID != nil:
-		return cannotCancel(problem.CodeRideAlreadyCancelled, "Ride already cancelled",
-			"This ride was cancelled by another request."), nil
-	case ride.Status == models.RideStatusRefunded:
-		return cannotCancel(problem.CodeRideAlreadyRefunded, "Ride already refunded",
-			"This ride's charge was refunded already."), nil
 	case ride.Status == models.RideStatusDisputed:
 		return cannotCancel(problem.CodeRideDisputed, "Ride disputed",
 			"Your bank disputes this ride's charge; the dispute settles it, not a cancel."), nil
+	case ride.Status == models.RideStatusRefunded:
+		return cannotCancel(problem.CodeRideAlreadyRefunded, "Ride already refunded",
+			"This ride's charge was refunded already."), nil
+	case ride.Status == models.RideStatusCancelled || ride.CancelIdempotencyKeyID != nil:
+		return cannotCancel(problem.CodeRideAlreadyCancelled, "Ride already cancelled",
+			"This ride was cancelled by another request."), nil
 	case ride.StripeChargeID == nil:
-		booking, err := e.bookingFinished(ctx, tx, ride)
-		if err != nil {
-			return nil, err
-		}
-		if !booking {
-			return nil, ErrRideBookingInProgress
-		}
-		return cannotCancel(problem.CodeRideNotCharged, "Ride not charged",
-			"This ride was never charged, so there is nothing to refund."), nil
+		return e.uncharged(ctx, tx, r, ride)
 	default:
 		models.RideClaimForCancel(&tx.Writes, ride.UserID, ride.ID, r.key.ID)
 	}
@@ -167,17 +159,31 @@ func (e *Executor) claimRideForCancel(ctx context.Context, tx *phaseTx, r *run, 
 	return ForeignMutationNext{}, nil
 }
 
-// bookingFinished reports whether the request that booked an uncharged ride has finished (its
-// charge was declined, say) or was reaped, rather than being about to charge it.
-func (e *Executor) bookingFinished(ctx context.Context, tx *phaseTx, ride *models.Ride) (bool, error) {
-	if ride.IdempotencyKeyID == nil {
-		return true, nil
+// uncharged answers a cancel of a ride whose charge was never recorded, as its booking says: a
+// declined card (a stored 402) was never charged, so there is nothing to refund; a booking still
+// under way is to be waited for (not stored); and one that ended otherwise (sent to review, or
+// reaped unfinished) may have charged the rider without anyone knowing, which a person must find
+// out before anything can be refunded.
+func (e *Executor) uncharged(ctx context.Context, tx *phaseTx, r *run, ride *models.Ride) (PhaseAction, error) {
+	var (
+		point models.RecoveryPoint
+		code  *int
+		err   = models.ErrNotFound
+	)
+	if ride.IdempotencyKeyID != nil {
+		point, code, err = models.IdempotencyKeyOutcome(ctx, tx, ride.UserID, *ride.IdempotencyKeyID)
 	}
-	point, err := models.IdempotencyKeyRecoveryPoint(ctx, tx, ride.UserID, *ride.IdempotencyKeyID)
-	if errors.Is(err, models.ErrNotFound) {
-		return true, nil
+	switch {
+	case err != nil && !errors.Is(err, models.ErrNotFound):
+		return nil, err
+	case err == nil && point != models.RecoveryPointFinished:
+		return nil, ErrRideBookingInProgress
+	case err == nil && code != nil && *code == statusPaymentRequired:
+		return cannotCancel(problem.CodeRideNotCharged, "Ride not charged",
+			"This ride was never charged, so there is nothing to refund."), nil
 	}
-	return point == models.RecoveryPointFinished, err
+	return e.refundNeedsReview(ctx, tx, r, models.AbandonedReasonChargeUnknown,
+		"the ride's booking ended without a recorded charge, and not with a declined card")
 }
 
 // cannotCancel finishes a cancel with a 409 that every retry of it is answered with.

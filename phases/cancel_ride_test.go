@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases/resource"
@@ -213,6 +214,46 @@ func TestCancelRide(t *testing.T) {
 		requireProblem(t, outcome, err, 409, problem.CodeRideAlreadyRefunded)
 		b.requireRefunds(t, *ride.StripeChargeID, 1)
 		b.requireStatus(t, ride.ID, models.RideStatusRefunded)
+	})
+
+	// The first cancel claimed the ride before Stripe said it was refunded already; a second
+	// cancel is told that, not that another cancel took the ride.
+	t.Run("RefundedAtTheDashboardAskedTwice", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		if _, err := b.Stripe.RefundCharge(*ride.StripeChargeID); err != nil {
+			t.Fatal(err)
+		}
+		outcome, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey))
+		requireProblem(t, outcome, err, 409, problem.CodeRideAlreadyRefunded)
+		outcome, err = b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey+"-2"))
+		requireProblem(t, outcome, err, 409, problem.CodeRideAlreadyRefunded)
+	})
+
+	// A booking that went to review may have charged the rider; nothing can refund it until a
+	// person knows, so the cancel goes to review too, rather than saying "not charged".
+	t.Run("BookingUnderReviewGoesToReview", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Stripe.InjectChargeFaults(fakestripe.FaultError500Saved, 1)
+		if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); err == nil {
+			t.Fatal("want the first try to fail")
+		}
+		outcome, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		requireProblem(t, outcome, err, 500, problem.CodePaymentNeedsReview)
+		var rideID int64
+		if err := b.Pool.QueryRow(ctx, `SELECT id FROM rides WHERE user_id = $1`, b.Rider.ID).Scan(&rideID); err != nil {
+			t.Fatal(err)
+		}
+		outcome, err = b.executor.CancelRide(ctx, newCancel(b.Rider, rideID, cancelKey))
+		requireProblem(t, outcome, err, 500, problem.CodePaymentNeedsReview)
+		if n := b.Count(t, `SELECT count(*) FROM abandoned_requests WHERE reason = 'charge_unknown' AND ride_id = $1`, rideID); n != 1 {
+			t.Fatalf("want the cancel recorded for review with its ride, got %d", n)
+		}
+		if n := len(b.Stripe.Refunds()); n != 0 {
+			t.Fatalf("want no refund, got %d", n)
+		}
 	})
 
 	t.Run("DisputedAtTheBank", func(t *testing.T) {

@@ -170,9 +170,7 @@ func (e *Executor) recordForReview(ctx context.Context, tx *phaseTx, r *run, rea
 	key, ride := r.key, r.ride
 	recorded := *key
 	recorded.LastError = &detail
-	if _, err := models.AbandonedRequestInsertFromKey(ctx, tx, &recorded, reason, &ride.ID); err != nil {
-		return nil, err
-	}
+	models.AbandonedRequestQueueFromKey(&tx.Writes, &recorded, reason, &ride.ID)
 	e.logger.ErrorContext(ctx, "Phases: Stripe call cannot be settled by retrying; recorded for review",
 		slog.Int64("idempotency_key_id", key.ID), slog.Int64("ride_id", ride.ID),
 		slog.String("reason", reason), slog.String("detail", detail))

@@ -156,9 +156,7 @@ func (r *Reaper) reap(ctx context.Context, tx pgx.Tx) (*Result, error) {
 	}
 
 	res := &Result{}
-	ids := make([]int64, len(keys))
-	for i, key := range keys {
-		ids[i] = key.ID
+	for _, key := range keys {
 		if key.RecoveryPoint == models.RecoveryPointFinished {
 			continue
 		}
@@ -176,7 +174,7 @@ func (r *Reaper) reap(ctx context.Context, tx pgx.Tx) (*Result, error) {
 		res.Abandoned++
 	}
 
-	if len(ids) == 0 {
+	if len(keys) == 0 {
 		return res, nil
 	}
 	if distributed {
@@ -184,7 +182,7 @@ func (r *Reaper) reap(ctx context.Context, tx pgx.Tx) (*Result, error) {
 			return nil, err
 		}
 	}
-	res.Reaped, err = models.IdempotencyKeyDeleteByIDs(ctx, tx, ids)
+	res.Reaped, err = models.IdempotencyKeyDeleteKeys(ctx, tx, keys)
 	if err != nil {
 		return nil, err
 	}
