@@ -38,6 +38,7 @@ type service struct {
 
 	starts          int
 	unexpectedExits int // exits that neither kill nor stop asked for: crashes
+	startsRefused   int // exits at start for want of a database, during a database fault
 
 	// crashesAtStart is crashes() when the running process started. A process crashes itself
 	// at most once, so a count above it means the running process did, whether just before
@@ -95,7 +96,14 @@ func (s *service) keep(p *supervisor.Process, done chan struct{}) {
 			s.mu.Unlock()
 			return
 		}
-		if !p.Expected() {
+		switch {
+		case p.Expected():
+		case p.GaveUpOnDatabase():
+			// Started during a database fault, it waited its start's bound for the database and
+			// gave up, as a process should; a process manager starts it again.
+			s.startsRefused++
+			s.logf("%s gave up waiting for the database at start: %v; starting it again", s.label, p.Err())
+		default:
 			s.unexpectedExits++
 			s.logf("%s exited by itself: %v", s.label, p.Err())
 			if len(s.envsAfterCrash) > 0 {

@@ -76,7 +76,20 @@ type Process struct {
 
 	lines   chan string // stdout lines, for FirstLine
 	printed atomic.Bool // it wrote a line to stdout or stderr
+
+	// unreachable is set once the process said on stderr that it gave up waiting for its
+	// database at start (cmd/internal/bootstrap's "database not reachable after").
+	unreachable atomic.Bool
 }
+
+// gaveUpOnDatabase is what a command prints when it exits because its database did not answer
+// within its start's wait.
+const gaveUpOnDatabase = "database not reachable after"
+
+// GaveUpOnDatabase reports whether the process exited because its database did not answer at
+// start: what a database outage makes every process started during it do, which a process
+// manager answers by starting it again.
+func (p *Process) GaveUpOnDatabase() bool { return p.unreachable.Load() }
 
 func (s *Supervisor) command(name string, env []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(s.binDir, name), args...)
@@ -129,6 +142,9 @@ func (s *Supervisor) copyLines(p *Process, label string, r io.Reader, lines chan
 	scanner.Buffer(make([]byte, 64<<10), 1<<20)
 	for scanner.Scan() {
 		p.printed.Store(true)
+		if strings.Contains(scanner.Text(), gaveUpOnDatabase) {
+			p.unreachable.Store(true)
+		}
 		s.out.Line(label, scanner.Text())
 		races.Line(scanner.Text())
 		if lines != nil {
