@@ -130,6 +130,27 @@ func TestCancelRide(t *testing.T) {
 		}
 	})
 
+	// A cancel whose refund Stripe could not make yet still holds the ride: a second cancel,
+	// under another key, must not refund it meanwhile.
+	t.Run("ClaimHoldsWhileTheRefundIsRetried", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		b.Stripe.InjectRefundFaults(fakestripe.FaultError500, 1)
+		var unavailable *PaymentUnavailableError
+		if _, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey)); !errors.As(err, &unavailable) {
+			t.Fatalf("want the refund unavailable, got %v", err)
+		}
+		outcome, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey+"-2"))
+		requireProblem(t, outcome, err, 409, problem.CodeRideAlreadyCancelled)
+		b.requireRefunds(t, *ride.StripeChargeID, 0)
+
+		// The first cancel's retry refunds it.
+		outcome, err = b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey))
+		requireCancelled(t, outcome, err)
+		b.requireRefunds(t, *ride.StripeChargeID, 1)
+	})
+
 	t.Run("TwoKeysAtOnceRefundOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
