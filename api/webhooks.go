@@ -52,7 +52,7 @@ func (s *Server) stripeWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 
 	eventType := string(event.Type)
-	if eventType != phases.EventChargeRefunded && eventType != phases.EventChargeDisputeCreated {
+	if !phases.EventActedOn(eventType) {
 		eventType = metrics.WebhookTypeOther
 	}
 	result, rideID, err := s.executor.ApplyStripeEvent(r.Context(), &event)

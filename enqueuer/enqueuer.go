@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -95,8 +94,8 @@ type Enqueuer struct {
 	wake chan struct{} // a staged job arrived; buffered, so that a wake-up is never lost
 	loop *maintenance.Loop
 
-	// distributed says whether staged_jobs is distributed by rider (Citus); nil until known.
-	distributed atomic.Pointer[bool]
+	// stagedJobs says whether staged_jobs is distributed by rider (Citus).
+	stagedJobs models.DistributedTable
 
 	reportMu         sync.Mutex
 	nextStrandedScan time.Time // when reportStranded next counts; zero: at the next pass
@@ -121,6 +120,7 @@ func New(pool *pgxpool.Pool, riverClient *river.Client[pgx.Tx], decode DecodeFun
 		logger:      logger,
 		config:      config,
 		wake:        make(chan struct{}, 1),
+		stagedJobs:  models.DistributedTable{Table: "staged_jobs"},
 	}
 	e.loop = &maintenance.Loop{
 		Name: "Enqueuer",
@@ -206,25 +206,18 @@ func (e *Enqueuer) RunOnce(ctx context.Context) (*Result, error) {
 // lock locks the next batch of staged jobs in tx: in one statement on a single Postgres, rider
 // by rider where staged_jobs is distributed by rider (Citus), which is found out once.
 func (e *Enqueuer) lock(ctx context.Context, tx pgx.Tx) ([]*models.StagedJob, error) {
-	distributed := e.distributed.Load()
-	if distributed == nil {
-		d, err := models.Distributed(ctx, tx, "staged_jobs")
-		if err != nil {
-			return nil, err
-		}
-		e.distributed.Store(&d)
-		distributed = &d
+	distributed, err := e.stagedJobs.Is(ctx, tx)
+	if err != nil {
+		return nil, err
 	}
 	var jobs []*models.StagedJob
-	var err error
-	if *distributed {
+	if distributed {
 		jobs, err = models.StagedJobLockByRider(ctx, tx, e.config.JobNames, e.config.BatchSize)
 	} else {
 		jobs, err = models.StagedJobLockBatch(ctx, tx, e.config.JobNames, e.config.BatchSize)
 	}
 	if err != nil {
-		// Found out again at the next pass: the tables may have been laid out for Citus since.
-		e.distributed.Store(nil)
+		e.stagedJobs.Forget()
 	}
 	return jobs, err
 }

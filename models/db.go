@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -156,6 +157,30 @@ func Distributed(ctx context.Context, db DBTX, table string) (bool, error) {
 	}
 	return distributed, nil
 }
+
+// DistributedTable remembers whether a table is distributed (Distributed): found out at first
+// use, and again after Forget, which a caller calls when a statement failed, since the table may
+// have been laid out for Citus since. Safe for concurrent use.
+type DistributedTable struct {
+	Table string
+	known atomic.Pointer[bool]
+}
+
+// Is reports whether the table is distributed, asking db the first time.
+func (d *DistributedTable) Is(ctx context.Context, db DBTX) (bool, error) {
+	if known := d.known.Load(); known != nil {
+		return *known, nil
+	}
+	distributed, err := Distributed(ctx, db, d.Table)
+	if err != nil {
+		return false, err
+	}
+	d.known.Store(&distributed)
+	return distributed, nil
+}
+
+// Forget makes the next Is ask again.
+func (d *DistributedTable) Forget() { d.known.Store(nil) }
 
 // groupByRider reads (user_id, id) rows, the result of a query that failed with queryErr or
 // not, into the riders in the order they first came and each rider's ids: what the functions

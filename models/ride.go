@@ -72,11 +72,12 @@ const rideColumns = `id, created_at, idempotency_key_id, origin_lat, origin_lon,
 	target_lon, stripe_charge_id, user_id, receipt_sent_at, status, stripe_refund_id,
 	cancel_idempotency_key_id, refund_receipt_sent_at`
 
-func scanRide(row interface{ Scan(...any) error }) (*Ride, error) {
+// scanRide reads a row of rideColumns, and into extra the columns a query selects after them.
+func scanRide(row interface{ Scan(...any) error }, extra ...any) (*Ride, error) {
 	var r Ride
-	err := row.Scan(&r.ID, &r.CreatedAt, &r.IdempotencyKeyID, &r.OriginLat, &r.OriginLon,
+	err := row.Scan(append([]any{&r.ID, &r.CreatedAt, &r.IdempotencyKeyID, &r.OriginLat, &r.OriginLon,
 		&r.TargetLat, &r.TargetLon, &r.StripeChargeID, &r.UserID, &r.ReceiptSentAt, &r.Status,
-		&r.StripeRefundID, &r.CancelIdempotencyKeyID, &r.RefundReceiptSentAt)
+		&r.StripeRefundID, &r.CancelIdempotencyKeyID, &r.RefundReceiptSentAt}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package models
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,11 +46,14 @@ func RideRecordRefund(batch *pgx.Batch, userID, id int64, refundID string) {
 // RideRaiseStatusByID queues on batch the move of ride id to status, if status outranks the one
 // it has (see RideStatus).
 func RideRaiseStatusByID(batch *pgx.Batch, userID, id int64, status RideStatus) {
-	batch.Queue(`
-		UPDATE rides
-		SET status = $2
-		WHERE user_id = $3 AND id = $1 AND `+rideStatusRank("status")+` < `+rideStatusRank("$2::text"), id, status, userID)
+	batch.Queue(rideRaiseStatus, userID, id, status)
 }
+
+// rideRaiseStatus moves ride ($1, $2) to status $3 if that outranks the status it has.
+var rideRaiseStatus = `
+	UPDATE rides
+	SET status = $3
+	WHERE user_id = $1 AND id = $2 AND ` + rideStatusRank("status") + ` < ` + rideStatusRank("$3::text")
 
 // RideRaiseStatus moves the ride charged with chargeID to status, if status outranks the one it
 // has (see RideStatus). It returns the ride's id, or ErrNotFound when no ride has that charge;
@@ -62,11 +64,7 @@ func RideRaiseStatus(ctx context.Context, db DBTX, chargeID string, status RideS
 	if err := db.QueryRow(ctx, `SELECT user_id, id FROM rides WHERE stripe_charge_id = $1`, chargeID).Scan(&userID, &id); err != nil {
 		return 0, false, fmt.Errorf("error finding the ride charged %s: %w", chargeID, notFound(err))
 	}
-	tag, err := db.Exec(ctx, `
-		UPDATE rides
-		SET status = $3
-		WHERE user_id = $1 AND id = $2 AND `+rideStatusRank("status")+` < `+rideStatusRank("$3::text"),
-		userID, id, status)
+	tag, err := db.Exec(ctx, rideRaiseStatus, userID, id, status)
 	if err != nil {
 		return 0, false, fmt.Errorf("error setting status of ride %d: %w", id, err)
 	}
@@ -83,36 +81,25 @@ type DisputedRide struct {
 // answer at Stripe's dashboard before the dispute's deadline.
 func RideListDisputed(ctx context.Context, db DBTX, limit int) ([]*DisputedRide, error) {
 	rows, err := db.Query(ctx, `
-		SELECT `+prefixed("r.", rideColumns)+`,
-			(SELECT min(e.received_at) FROM stripe_events e WHERE e.ride_id = r.id AND e.type = 'charge.dispute.created')
-		FROM rides r
-		WHERE r.status = 'disputed'
-		ORDER BY r.created_at
+		SELECT `+rideColumns+`,
+			(SELECT min(received_at) FROM stripe_events WHERE ride_id = rides.id AND type = 'charge.dispute.created')
+		FROM rides
+		WHERE status = 'disputed'
+		ORDER BY created_at
 		LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("error listing disputed rides: %w", err)
 	}
 	rides, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*DisputedRide, error) {
-		var r Ride
-		d := &DisputedRide{Ride: &r}
-		err := row.Scan(&r.ID, &r.CreatedAt, &r.IdempotencyKeyID, &r.OriginLat, &r.OriginLon,
-			&r.TargetLat, &r.TargetLon, &r.StripeChargeID, &r.UserID, &r.ReceiptSentAt, &r.Status,
-			&r.StripeRefundID, &r.CancelIdempotencyKeyID, &r.RefundReceiptSentAt, &d.DisputedAt)
+		d := &DisputedRide{}
+		var err error
+		d.Ride, err = scanRide(row, &d.DisputedAt)
 		return d, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error listing disputed rides: %w", err)
 	}
 	return rides, nil
-}
-
-// prefixed qualifies each of a comma-separated column list with prefix.
-func prefixed(prefix, columns string) string {
-	parts := strings.Split(columns, ",")
-	for i, c := range parts {
-		parts[i] = prefix + strings.TrimSpace(c)
-	}
-	return strings.Join(parts, ", ")
 }
 
 // RideRefundReceiptRecord records that the refund receipt of a ride was sent with messageID, as

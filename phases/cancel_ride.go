@@ -102,9 +102,9 @@ func (e *Executor) cancelRide(ctx context.Context, r *run, rideID int64) error {
 	err = e.atomicPhase(ctx, r, func(ctx context.Context, tx *phaseTx, at models.RecoveryPoint) (PhaseAction, error) {
 		switch at {
 		case models.RecoveryPointStarted:
-			return e.recordRefund(ctx, tx, r, answer) // -> refund_created, or finished (409, 500)
+			return e.recordRefund(ctx, tx, r, rideID, answer) // -> refund_created, or finished (409, 500)
 		case models.RecoveryPointRefundCreated:
-			return e.finishCancel(ctx, tx, r) // -> finished (200)
+			return e.finishCancel(ctx, tx, r, rideID) // -> finished (200)
 		}
 		return nil, fmt.Errorf("bug: cancel's atomic phase 2 at recovery point %q", at)
 	})
@@ -300,10 +300,10 @@ func refundOutcome(answer *refundAnswer, err error) string {
 
 // recordRefund stores what Stripe answered: the refund and recovery point refund_created, or
 // the stored 409 of a refund Stripe will never make, or a request for review.
-func (e *Executor) recordRefund(ctx context.Context, tx *phaseTx, r *run, answer *refundAnswer) (PhaseAction, error) {
+func (e *Executor) recordRefund(ctx context.Context, tx *phaseTx, r *run, rideID int64, answer *refundAnswer) (PhaseAction, error) {
 	// Read afresh: a webhook may have changed the ride since the claim.
 	r.ride = nil
-	if err := e.loadCancelledRide(ctx, tx, r); err != nil {
+	if err := e.loadCancelledRide(ctx, tx, r, rideID); err != nil {
 		return nil, err
 	}
 	switch {
@@ -330,8 +330,8 @@ func (e *Executor) refundNeedsReview(ctx context.Context, tx *phaseTx, r *run, r
 
 // finishCancel is the phase from refund_created to finished: the audit record, the refund
 // receipt staged for the worker, and the 200 with the cancelled ride.
-func (e *Executor) finishCancel(ctx context.Context, tx *phaseTx, r *run) (PhaseAction, error) {
-	if err := e.loadCancelledRide(ctx, tx, r); err != nil {
+func (e *Executor) finishCancel(ctx context.Context, tx *phaseTx, r *run, rideID int64) (PhaseAction, error) {
+	if err := e.loadCancelledRide(ctx, tx, r, rideID); err != nil {
 		return nil, err
 	}
 	if r.ride.StripeRefundID == nil {
@@ -360,16 +360,12 @@ func (e *Executor) finishCancel(ctx context.Context, tx *phaseTx, r *run) (Phase
 	return Response{Status: statusOK, Body: resource.NewRideCancelled(r.ride)}, nil
 }
 
-// loadCancelledRide reads the ride a cancel names, unless this run read it already.
-func (e *Executor) loadCancelledRide(ctx context.Context, tx *phaseTx, r *run) error {
+// loadCancelledRide reads the ride the cancel names, unless this run read it already.
+func (e *Executor) loadCancelledRide(ctx context.Context, tx *phaseTx, r *run, rideID int64) error {
 	if r.ride != nil {
 		return nil
 	}
-	var params CancelRideParams
-	if err := json.Unmarshal(r.key.RequestParams, &params); err != nil {
-		return fmt.Errorf("error decoding params of cancel key %d: %w", r.key.ID, err)
-	}
-	ride, err := models.RideGetByIDForUser(ctx, tx, params.RideID, r.key.UserID)
+	ride, err := models.RideGetByIDForUser(ctx, tx, rideID, r.key.UserID)
 	if err != nil {
 		return fmt.Errorf("bug: no ride for cancel key %d: %w", r.key.ID, err)
 	}

@@ -19,6 +19,11 @@ const (
 	EventChargeDisputeCreated = "charge.dispute.created"
 )
 
+// EventActedOn reports whether ApplyStripeEvent acts on events of eventType.
+func EventActedOn(eventType string) bool {
+	return eventType == EventChargeRefunded || eventType == EventChargeDisputeCreated
+}
+
 // EventResult is what applying a Stripe event did.
 type EventResult string
 

@@ -67,6 +67,9 @@ type Reaper struct {
 	logger *slog.Logger
 	pool   *pgxpool.Pool
 	loop   *maintenance.Loop
+
+	// keys says whether idempotency_keys is distributed by rider (Citus).
+	keys models.DistributedTable
 }
 
 // New returns a Reaper working on pool.
@@ -75,6 +78,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger, config Config) *Reaper {
 		config: config.withDefaults(),
 		logger: logger,
 		pool:   pool,
+		keys:   models.DistributedTable{Table: "idempotency_keys"},
 	}
 	r.loop = &maintenance.Loop{
 		Name: "Reaper",
@@ -141,7 +145,7 @@ func (r *Reaper) RunOnce(ctx context.Context) (*Result, error) {
 }
 
 func (r *Reaper) reap(ctx context.Context, tx pgx.Tx) (*Result, error) {
-	distributed, err := models.Distributed(ctx, tx, "idempotency_keys")
+	distributed, err := r.keys.Is(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +156,7 @@ func (r *Reaper) reap(ctx context.Context, tx pgx.Tx) (*Result, error) {
 		keys, err = models.IdempotencyKeyListReapableForUpdate(ctx, tx, r.config.ReapAfter, r.config.BatchSize)
 	}
 	if err != nil {
+		r.keys.Forget() // found out again next pass: the tables may have been laid out for Citus since
 		return nil, err
 	}
 
