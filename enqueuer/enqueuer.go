@@ -255,6 +255,11 @@ func (e *Enqueuer) runOnce(ctx context.Context) (*Result, []*failure, error) {
 			ids = append(ids, j.ID)
 		}
 	}
+	// By id alone, on purpose: where staged_jobs is distributed (Citus), this delete spans every
+	// shard, which Citus always commits in two phases, so that River's jobs (on the coordinator)
+	// and the deletes (on a worker) commit together. A delete routed to the rider's one shard
+	// would commit in one phase, the worker first, and a coordinator dying between the two
+	// commits would lose the jobs. TestCitus checks the two phases in the workers' logs.
 	deleted, err := models.StagedJobDeleteByIDs(ctx, tx, ids)
 	if err != nil {
 		return nil, nil, err

@@ -172,6 +172,16 @@ func (c *Cluster) URL(dbname string) string {
 	return fmt.Sprintf("postgres://postgres@/%s?host=%s&port=%d&sslmode=disable", url.PathEscape(dbname), host, socketOnlyPort)
 }
 
+// SocketAddr returns the host and port libpq reaches the server at, as another server needs
+// them (a Citus coordinator naming its workers): localhost and the TCP port, or else the socket
+// directory, which libpq takes for a host.
+func (c *Cluster) SocketAddr() (host string, port int) {
+	if c.port != 0 {
+		return "localhost", c.port
+	}
+	return c.runDir, socketOnlyPort
+}
+
 // DataDir returns the directory holding the cluster's data.
 func (c *Cluster) DataDir() string {
 	return c.dataDir

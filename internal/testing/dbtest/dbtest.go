@@ -7,6 +7,10 @@
 //
 //	func TestMain(m *testing.M) { dbtest.Main(m) }
 //
+// Under TEST_CITUS=1 the server is a Citus cluster instead, a coordinator and two workers (see
+// cituscluster), and each test's database is created on all three and migrated, which lays its
+// tables out for Citus; a run asking for Citus where it is not installed fails, saying so.
+//
 // The server is started by the first test that asks for a database, so a run whose tests need
 // none starts none.
 package dbtest
@@ -55,6 +59,12 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// OnCitus reports whether this run asked for Citus (TEST_CITUS), for a test that must start a
+// server of its own of the same kind, or that can only run on plain Postgres.
+func OnCitus() bool {
+	return os.Getenv("TEST_CITUS") != ""
+}
+
 // NewDB creates a database for this test, cloned from the migrated template, and returns its
 // URL. The database is dropped when the test ends, after the cleanups registered later (such as
 // closing pools on it) have run. It is safe to call from parallel tests.
@@ -79,6 +89,9 @@ func NewEmptyDB(t testing.TB) string {
 func CopyDB(t testing.TB, url string) string {
 	t.Helper()
 	s := getServer(t)
+	if s.citus != nil {
+		t.Skip("dbtest: a backup of a Citus database is one of every node; this restore test runs on plain Postgres")
+	}
 	config, err := pgx.ParseConfig(url)
 	if err != nil {
 		t.Fatalf("dbtest: error parsing %s: %v", url, err)

@@ -12,14 +12,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rocketrides/rocketrides/internal/devenv/cituscluster"
 	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
 	"github.com/rocketrides/rocketrides/migrations"
 )
 
 // server is the Postgres server of a test binary, holding its migrated template.
 type server struct {
-	cluster  *pgcluster.Cluster // nil on a server named by TEST_DATABASE_URL
-	adminURL string             // a database to connect to for CREATE and DROP DATABASE
+	cluster  *pgcluster.Cluster    // nil on a server named by TEST_DATABASE_URL
+	citus    *cituscluster.Cluster // non-nil under TEST_CITUS, cluster being its coordinator
+	adminURL string                // a database to connect to for CREATE and DROP DATABASE
 	urlFor   func(dbname string) string
 	template string
 	prefix   string // of the names of per-test databases
@@ -33,6 +35,9 @@ const dropTimeout = 30 * time.Second
 func startServer(ctx context.Context) (*server, error) {
 	if databaseURL := os.Getenv("TEST_DATABASE_URL"); databaseURL != "" {
 		return startExternal(ctx, databaseURL)
+	}
+	if OnCitus() {
+		return startCitus(ctx)
 	}
 
 	cluster, err := pgcluster.Start(ctx, pgcluster.Config{})
@@ -53,6 +58,24 @@ func startServer(ctx context.Context) (*server, error) {
 		return nil, errors.Join(err, cluster.Stop(ctx))
 	}
 	return s, nil
+}
+
+// startCitus starts a Citus cluster, a coordinator and two workers. A database on it spans the
+// three nodes, so it cannot be cloned from a template: each test's is created and migrated anew,
+// which lays its tables out for Citus.
+func startCitus(ctx context.Context) (*server, error) {
+	c, err := cituscluster.Start(ctx, cituscluster.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("TEST_CITUS asks for a Citus cluster: %w", err)
+	}
+	return &server{
+		cluster:  c.Coordinator,
+		citus:    c,
+		adminURL: c.Coordinator.URL("postgres"),
+		urlFor:   c.Coordinator.URL,
+		template: "rocketrides_template", // never created: a name for createDB to tell migrated from empty
+		prefix:   "test",
+	}, nil
 }
 
 // startExternal uses the server at databaseURL. Test binaries of several packages share it at
@@ -103,6 +126,9 @@ func (s *server) createDB(t testing.TB, template string) string {
 	t.Helper()
 	name := fmt.Sprintf("%s_%d", s.prefix, s.dbCount.Add(1))
 	ident := pgx.Identifier{name}.Sanitize()
+	if s.citus != nil {
+		return s.createCitusDB(t, name, template == s.template)
+	}
 
 	if err := s.exec(t.Context(), "CREATE DATABASE "+ident+" TEMPLATE "+pgx.Identifier{template}.Sanitize()); err != nil {
 		t.Fatalf("dbtest: error creating database %s: %v", name, err)
@@ -117,6 +143,28 @@ func (s *server) createDB(t testing.TB, template string) string {
 			t.Errorf("dbtest: error dropping database %s: %v", name, err)
 		}
 	})
+	return s.urlFor(name)
+}
+
+// createCitusDB creates database name on every node of the Citus cluster, migrated when migrate
+// is set, and drops it when t ends.
+func (s *server) createCitusDB(t testing.TB, name string, migrate bool) string {
+	t.Helper()
+	if err := s.citus.CreateDatabase(t.Context(), name); err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
+		defer cancel()
+		if err := s.citus.DropDatabase(ctx, name); err != nil {
+			t.Errorf("dbtest: %v", err)
+		}
+	})
+	if migrate {
+		if err := migrations.Up(t.Context(), s.urlFor(name)); err != nil {
+			t.Fatalf("dbtest: error migrating database %s: %v", name, err)
+		}
+	}
 	return s.urlFor(name)
 }
 
@@ -136,6 +184,12 @@ func (s *server) exec(ctx context.Context, sql string) error {
 func (s *server) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 	defer cancel()
+	if s.citus != nil {
+		if err := s.citus.Stop(ctx); err != nil {
+			return fmt.Errorf("error stopping Citus: %w", err)
+		}
+		return nil
+	}
 	if s.cluster != nil {
 		if err := s.cluster.Stop(ctx); err != nil {
 			return fmt.Errorf("error stopping Postgres: %w", err)

@@ -5,77 +5,36 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/rocketrides/rocketrides/client"
-	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
+	"github.com/rocketrides/rocketrides/internal/devenv/cituscluster"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
-// citusNode is one Postgres of a Citus cluster on loopback, and what its server logged.
-type citusNode struct {
-	*pgcluster.Cluster
-	port int
-	log  *proctest.SyncBuffer
-}
-
-// startCitus starts a Citus cluster on loopback, a coordinator and two workers, each logging
-// every statement it runs, or skips the test when Citus is not installed: no registry here serves
-// it (docs/scale-out.md says how to install it).
-func startCitus(t *testing.T) (coordinator *citusNode, workers []*citusNode) {
+// startCitus starts a Citus cluster of the test's own, a coordinator and two workers, and returns
+// its coordinator's URL and what each worker's server logged (every statement it ran), or skips
+// the test when Citus is not installed: no registry here serves it (docs/scale-out.md says how to
+// install it).
+func startCitus(t *testing.T) (databaseURL string, workerLogs []*proctest.SyncBuffer) {
 	t.Helper()
-	binDir, err := pgcluster.FindBinDir("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(binDir, "..", "lib", "citus.so")); err != nil {
+	if err := cituscluster.Installed(); errors.Is(err, cituscluster.ErrNotInstalled) {
 		t.Skip("Citus is not installed for this Postgres (no citus.so); see docs/scale-out.md")
 	}
-	ctx := t.Context()
-	start := func() *citusNode {
-		n := &citusNode{port: proctest.FreePort(t), log: &proctest.SyncBuffer{}}
-		n.Cluster, err = pgcluster.Start(ctx, pgcluster.Config{
-			Port: n.port,
-			Settings: map[string]string{
-				"shared_preload_libraries": "citus",
-				"citus.node_conninfo":      "sslmode=disable",
-				"log_statement":            "all",
-			},
-			Logger: slog.New(slog.NewTextHandler(n.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		})
-		if err != nil {
-			t.Fatalf("error starting a Citus node: %s", err)
-		}
-		t.Cleanup(func() { _ = n.Stop(context.Background()) })
-		n.exec(t, `CREATE EXTENSION citus`)
-		return n
-	}
-	coordinator = start()
-	workers = []*citusNode{start(), start()}
-	coordinator.exec(t, fmt.Sprintf(`SELECT citus_set_coordinator_host('localhost', %d)`, coordinator.port))
-	for _, w := range workers {
-		coordinator.exec(t, fmt.Sprintf(`SELECT citus_add_node('localhost', %d)`, w.port))
-	}
-	return coordinator, workers
-}
-
-// exec runs sql on the node's postgres database.
-func (n *citusNode) exec(t *testing.T, sql string) {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), n.URL("postgres"))
+	logs := []*proctest.SyncBuffer{{}, {}, {}}
+	c, err := cituscluster.Start(t.Context(), cituscluster.Config{
+		Settings: map[string]string{"log_statement": "all"},
+		Logger: func(i int) *slog.Logger {
+			return slog.New(slog.NewTextHandler(logs[i], &slog.HandlerOptions{Level: slog.LevelDebug}))
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(t.Context(), sql); err != nil {
-		t.Fatalf("%s: %s", sql, err)
-	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	return c.Coordinator.URL("postgres"), logs[1:]
 }
 
 // TestCitus runs the service on a Citus cluster: `migrate up` lays the tables out, and riders
@@ -84,9 +43,8 @@ func (n *citusNode) exec(t *testing.T, sql string) {
 // moves a ride on; then the enqueuer and the worker send each receipt once.
 func TestCitus(t *testing.T) {
 	t.Parallel()
-	coordinator, workers := startCitus(t)
+	databaseURL, workers := startCitus(t)
 	ctx := t.Context()
-	databaseURL := coordinator.URL("postgres")
 
 	out, errOut, code := proctest.Run(t, proctest.Build(t, "migrate"), []string{"DATABASE_URL=" + databaseURL}, "up")
 	if code != 0 || !strings.Contains(out, "laid out rides for Citus") || !strings.Contains(out, "laid out staged_jobs for Citus") {
@@ -115,7 +73,7 @@ func TestCitus(t *testing.T) {
 	logged := func() []int {
 		var n []int
 		for _, w := range workers {
-			n = append(n, len(w.log.String()))
+			n = append(n, len(w.String()))
 		}
 		return n
 	}
@@ -154,14 +112,14 @@ func TestCitus(t *testing.T) {
 
 	// A transaction that wrote on two workers would have been committed in two phases.
 	for i, w := range workers {
-		ran := w.log.String()[before[i]:]
+		ran := w.String()[before[i]:]
 		if n := strings.Count(ran, "PREPARE TRANSACTION"); n != 0 {
 			t.Errorf("worker %d: want every ride transaction on one worker, got %d two-phase commits", i+1, n)
 		}
 	}
 	serializable := 0
 	for i, w := range workers {
-		serializable += strings.Count(w.log.String()[before[i]:], "ISOLATION LEVEL SERIALIZABLE")
+		serializable += strings.Count(w.String()[before[i]:], "ISOLATION LEVEL SERIALIZABLE")
 	}
 	if serializable == 0 {
 		t.Error("want the atomic phases to run SERIALIZABLE on the workers, found none in their logs")
@@ -178,12 +136,24 @@ func TestCitus(t *testing.T) {
 		t.Errorf("want the cancelled ride to stay cancelled, got %+v, %v", ride, err)
 	}
 
+	// The enqueuer's transaction inserts River's jobs on the coordinator and deletes the staged
+	// rows on a worker. Committed in one phase, the worker's part commits first, and a coordinator
+	// dying before its own commit would lose the jobs. Its delete spans every shard, which Citus
+	// always commits in two phases, the coordinator's commit deciding for all: the workers' logs
+	// show it.
+	beforeEnqueuer := logged()
 	proctest.Start(t, proctest.Build(t, "enqueuer"), env)
 	worker := proctest.Start(t, proctest.Build(t, "worker"), env)
 	waitFor(t, "both ride receipts and the refund receipt", func() bool {
 		return strings.Count(worker.Output(), "Worker: logged receipt") == 2 &&
 			strings.Count(worker.Output(), "Worker: logged refund receipt") == 1
 	})
+	for i, w := range workers {
+		ran := w.String()[beforeEnqueuer[i]:]
+		if !strings.Contains(ran, "PREPARE TRANSACTION") || !strings.Contains(ran, "COMMIT PREPARED") {
+			t.Errorf("worker %d: want the enqueuer's hand-off to River committed in two phases, found no PREPARE TRANSACTION and COMMIT PREPARED", i+1)
+		}
+	}
 	for _, id := range []string{booked.Ride.ID, resumed.Ride.ID} {
 		ride, err := c.GetRide(ctx, id)
 		if err != nil || ride.ReceiptSentAt == nil {
@@ -196,8 +166,7 @@ func TestCitus(t *testing.T) {
 // coordinator's database, migrated and laid out.
 func migratedCitus(t *testing.T) murphyOptions {
 	t.Helper()
-	coordinator, _ := startCitus(t)
-	url := coordinator.URL("postgres")
+	url, _ := startCitus(t)
 	if out, errOut, code := proctest.Run(t, proctest.Build(t, "migrate"), []string{"DATABASE_URL=" + url}, "up"); code != 0 {
 		t.Fatalf("migrate up exited %d:\n%s%s", code, out, errOut)
 	}

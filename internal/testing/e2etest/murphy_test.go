@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/rocketrides/rocketrides/client"
+	"github.com/rocketrides/rocketrides/internal/devenv/cituscluster"
 	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
+	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/migrations"
 )
 
@@ -119,27 +121,13 @@ func TestMurphySameKeyAtOnceOnTwoReplicas(t *testing.T) {
 // key. The request fails, and so does every retry while the database is down (the API answers
 // 503 service_unavailable, and /readyz says it is not ready), but the API process stays up; once the database is
 // back, its pool reconnects and the client's retries book the ride, once. The database is a
-// private cluster, so that stopping it disturbs no other test.
+// private cluster, so that stopping it disturbs no other test; under TEST_CITUS it is a Citus
+// cluster, whose coordinator goes down.
 func TestMurphyDatabaseGoesDown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Config{})
-	if err != nil {
-		t.Fatalf("error starting a private Postgres: %s", err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := cluster.CreateDatabase(ctx, "rocketrides"); err != nil {
-		t.Fatal(err)
-	}
-	if err := migrations.Up(ctx, cluster.URL("rocketrides")); err != nil {
-		t.Fatal(err)
-	}
-
-	s := newMurphyStack(t, murphyOptions{DatabaseURL: cluster.URL("rocketrides")})
+	cluster, databaseURL := privateDatabase(t)
+	s := newMurphyStack(t, murphyOptions{DatabaseURL: databaseURL})
 	// The stall holds the request right after its key is created, locked and at ride_created,
 	// long enough to stop Postgres under it even on a loaded machine. (Each retry that resumes
 	// from there stalls as well, once the database is back.)
@@ -552,6 +540,45 @@ func TestMurphyAPIKilledAfterFinished(t *testing.T) {
 	s.assertReceiptStaged(k)
 	s.assertChargeRequests(1)
 	s.assertTotals(1)
+}
+
+// privateDatabase starts a cluster for this test alone, plain or (under TEST_CITUS) Citus, and
+// returns the server the test may stop (Citus's coordinator) and its migrated database's URL.
+func privateDatabase(t *testing.T) (*pgcluster.Cluster, string) {
+	t.Helper()
+	ctx := context.Background()
+	if dbtest.OnCitus() {
+		c, err := cituscluster.Start(ctx, cituscluster.Config{})
+		if err != nil {
+			t.Fatalf("error starting a private Citus cluster: %s", err)
+		}
+		t.Cleanup(func() {
+			if err := c.Stop(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+		url := c.Coordinator.URL("postgres")
+		if err := migrations.Up(ctx, url); err != nil {
+			t.Fatal(err)
+		}
+		return c.Coordinator, url
+	}
+	cluster, err := pgcluster.Start(ctx, pgcluster.Config{})
+	if err != nil {
+		t.Fatalf("error starting a private Postgres: %s", err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := cluster.CreateDatabase(ctx, "rocketrides"); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Up(ctx, cluster.URL("rocketrides")); err != nil {
+		t.Fatal(err)
+	}
+	return cluster, cluster.URL("rocketrides")
 }
 
 // crashAt starts an API that SIGKILLs itself at the fault point, sends it one request with key,
