@@ -40,7 +40,8 @@ func startCitus(t *testing.T) (databaseURL string, workerLogs []*proctest.SyncBu
 // TestCitus runs the service on a Citus cluster: `migrate up` lays the tables out, and riders
 // book, replay, are declined, resume after a failure and cancel through the real API, every one
 // of whose transactions runs on one worker, with no two-phase commit; Stripe's signed webhook
-// moves a ride on; then the enqueuer and the worker send each receipt once.
+// moves a ride on; then the enqueuer hands the receipts to River in two-phase commits and the
+// worker sends each once. The rest of the suite runs on Citus under TEST_CITUS=1 (dbtest).
 func TestCitus(t *testing.T) {
 	t.Parallel()
 	databaseURL, workers := startCitus(t)
@@ -160,30 +161,4 @@ func TestCitus(t *testing.T) {
 			t.Errorf("want ride %s's receipt recorded, got %+v, %v", id, ride, err)
 		}
 	}
-}
-
-// migratedCitus starts a Citus cluster (or skips, as startCitus does) and returns the URL of its
-// coordinator's database, migrated and laid out.
-func migratedCitus(t *testing.T) murphyOptions {
-	t.Helper()
-	url, _ := startCitus(t)
-	if out, errOut, code := proctest.Run(t, proctest.Build(t, "migrate"), []string{"DATABASE_URL=" + url}, "up"); code != 0 {
-		t.Fatalf("migrate up exited %d:\n%s%s", code, out, errOut)
-	}
-	return murphyOptions{DatabaseURL: url}
-}
-
-// TestCitusMurphy plays Murphy's worst moments on Citus, each on a cluster of its own: the API
-// killed after Stripe charged, and after Stripe refunded a cancel; the retry through another
-// replica, or the completer, finishes the request, with one charge and one refund.
-func TestCitusMurphy(t *testing.T) {
-	t.Parallel()
-	t.Run("APIKilledAfterStripeCharged", func(t *testing.T) {
-		t.Parallel()
-		murphyKilledAfterStripeCharged(t, newMurphyStack(t, migratedCitus(t)))
-	})
-	t.Run("APIKilledAfterStripeRefunded", func(t *testing.T) {
-		t.Parallel()
-		testMurphyCancelKilledAt(t, "refund_answered", true, migratedCitus)
-	})
 }

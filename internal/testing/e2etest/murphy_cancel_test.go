@@ -30,27 +30,23 @@ import (
 // idempotency key, and Stripe replays the refund it made: one refund.
 func TestMurphyAPIKilledAfterStripeRefunded(t *testing.T) {
 	t.Parallel()
-	testMurphyCancelKilledAt(t, "refund_answered", true, plainDatabase)
+	testMurphyCancelKilledAt(t, "refund_answered", true)
 }
 
 // TestMurphyAPIKilledAfterCancelClaimed: the API is SIGKILLed right after the cancel's first
 // atomic phase claimed the ride, before the refund. Whoever takes the key over refunds it once.
 func TestMurphyAPIKilledAfterCancelClaimed(t *testing.T) {
 	t.Parallel()
-	testMurphyCancelKilledAt(t, "cancel_claimed", false, plainDatabase)
+	testMurphyCancelKilledAt(t, "cancel_claimed", false)
 }
-
-// plainDatabase gives a Murphy stack a database of its own on the tests' Postgres.
-func plainDatabase(*testing.T) murphyOptions { return murphyOptions{} }
 
 // testMurphyCancelKilledAt kills an API at point under a cancel, and has the client's retry
 // finish the cancel, or the completer. refunded says whether Stripe refunded before the kill.
-// database gives each stack its database.
-func testMurphyCancelKilledAt(t *testing.T, point string, refunded bool, database func(*testing.T) murphyOptions) {
+func testMurphyCancelKilledAt(t *testing.T, point string, refunded bool) {
 	// crash books a ride, then kills an API at point with its cancel in flight, with another
 	// replica already running.
 	crash := func(t *testing.T) (s *murphyStack, booked *client.Result, key string, port int, other *murphyAPI, killedAt time.Time) {
-		s = newMurphyStack(t, database(t))
+		s = newMurphyStack(t, murphyOptions{})
 		other = s.startAPI(0)
 		booked, err := s.client(other.URL).CreateRide(t.Context(), murphyParams)
 		if err != nil {

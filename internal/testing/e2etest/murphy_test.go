@@ -260,12 +260,7 @@ func TestMurphyStripeIsDown(t *testing.T) {
 // it made: one charge, booked within murphyTakeoverWithin of the kill.
 func TestMurphyAPIKilledAfterStripeCharged(t *testing.T) {
 	t.Parallel()
-	murphyKilledAfterStripeCharged(t, newMurphyStack(t, murphyOptions{}))
-}
-
-// murphyKilledAfterStripeCharged plays TestMurphyAPIKilledAfterStripeCharged on s, whose
-// database may be a Citus cluster's (TestCitusMurphy).
-func murphyKilledAfterStripeCharged(t *testing.T, s *murphyStack) {
+	s := newMurphyStack(t, murphyOptions{})
 	other := s.startAPI(0)
 	key := newKey(t)
 	_, killedAt := s.crashAt("charge_answered", key)
