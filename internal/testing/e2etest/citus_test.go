@@ -12,13 +12,14 @@ import (
 	"github.com/rocketrides/rocketrides/client"
 	"github.com/rocketrides/rocketrides/internal/devenv/cituscluster"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/migrations"
 )
 
 // startCitus starts a Citus cluster of the test's own, a coordinator and two workers, and returns
-// its coordinator's URL and what each worker's server logged (every statement it ran), or skips
-// the test when Citus is not installed: no registry here serves it (docs/scale-out.md says how to
-// install it).
-func startCitus(t *testing.T) (databaseURL string, workerLogs []*proctest.SyncBuffer) {
+// it, its coordinator's URL and what each worker's server logged (every statement it ran), or
+// skips the test when Citus is not installed: no registry here serves it (docs/scale-out.md says
+// how to install it).
+func startCitus(t *testing.T) (c *cituscluster.Cluster, databaseURL string, workerLogs []*proctest.SyncBuffer) {
 	t.Helper()
 	if err := cituscluster.Installed(); errors.Is(err, cituscluster.ErrNotInstalled) {
 		t.Skip("Citus is not installed for this Postgres (no citus.so); see docs/scale-out.md")
@@ -34,7 +35,7 @@ func startCitus(t *testing.T) (databaseURL string, workerLogs []*proctest.SyncBu
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
-	return c.Coordinator.URL("postgres"), logs[1:]
+	return c, c.Coordinator.URL("postgres"), logs[1:]
 }
 
 // TestCitus runs the service on a Citus cluster: `migrate up` lays the tables out, and riders
@@ -44,7 +45,7 @@ func startCitus(t *testing.T) (databaseURL string, workerLogs []*proctest.SyncBu
 // worker sends each once. The rest of the suite runs on Citus under TEST_CITUS=1 (dbtest).
 func TestCitus(t *testing.T) {
 	t.Parallel()
-	databaseURL, workers := startCitus(t)
+	_, databaseURL, workers := startCitus(t)
 	ctx := t.Context()
 
 	out, errOut, code := proctest.Run(t, proctest.Build(t, "migrate"), []string{"DATABASE_URL=" + databaseURL}, "up")
@@ -161,4 +162,19 @@ func TestCitus(t *testing.T) {
 			t.Errorf("want ride %s's receipt recorded, got %+v, %v", id, ride, err)
 		}
 	}
+}
+
+// TestCitusWorkersGoDown plays TestMurphyDatabaseGoesDown with the workers going down instead,
+// the coordinator staying up: while they are down, every attempt gets 503 service_unavailable
+// (Citus reports a worker it cannot reach as a connection failure, 08006), and once they are back
+// the client's retries book the ride, once. /readyz, which asks the coordinator, stays ready:
+// every replica would fail alike, and a load balancer with no ready replica would answer in our
+// stead, without Retry-After.
+func TestCitusWorkersGoDown(t *testing.T) {
+	t.Parallel()
+	c, databaseURL, _ := startCitus(t)
+	if err := migrations.Up(t.Context(), databaseURL); err != nil {
+		t.Fatal(err)
+	}
+	playDatabaseGoesDown(t, databaseURL, false, c.Workers...)
 }

@@ -119,14 +119,22 @@ func TestMurphySameKeyAtOnceOnTwoReplicas(t *testing.T) {
 
 // TestMurphyDatabaseGoesDown: the database goes down while a request holds its freshly created
 // key. The request fails, and so does every retry while the database is down (the API answers
-// 503 service_unavailable, and /readyz says it is not ready), but the API process stays up; once the database is
-// back, its pool reconnects and the client's retries book the ride, once. The database is a
-// private cluster, so that stopping it disturbs no other test; under TEST_CITUS it is a Citus
-// cluster, whose coordinator goes down.
+// 503 service_unavailable, and /readyz says it is not ready), but the API process stays up; once
+// the database is back, its pool reconnects and the client's retries book the ride, once. The
+// database is a private cluster, so that stopping it disturbs no other test; under TEST_CITUS it
+// is a Citus cluster, whose coordinator goes down (TestCitusWorkersGoDown stops its workers).
 func TestMurphyDatabaseGoesDown(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	cluster, databaseURL := privateDatabase(t)
+	playDatabaseGoesDown(t, databaseURL, true, cluster)
+}
+
+// playDatabaseGoesDown plays TestMurphyDatabaseGoesDown on the database at databaseURL, stopping
+// servers while the request stalls and starting them again. readyzDown says whether /readyz,
+// which asks the server the API connects to, is to answer 503 meanwhile.
+func playDatabaseGoesDown(t *testing.T, databaseURL string, readyzDown bool, servers ...*pgcluster.Cluster) {
+	t.Helper()
+	ctx := context.Background()
 	s := newMurphyStack(t, murphyOptions{DatabaseURL: databaseURL})
 	// The stall holds the request right after its key is created, locked and at ride_created,
 	// long enough to stop Postgres under it even on a loaded machine. (Each retry that resumes
@@ -154,8 +162,10 @@ func TestMurphyDatabaseGoesDown(t *testing.T) {
 	if !s.keyExists(key) {
 		t.Fatal("the request stalls at ride_created, but its key is not stored")
 	}
-	if err := cluster.StopServer(ctx); err != nil {
-		t.Fatal(err)
+	for _, server := range servers {
+		if err := server.StopServer(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The database stays down until the client has been turned away twice: the stalled attempt
 	// and at least one retry.
@@ -171,11 +181,13 @@ func TestMurphyDatabaseGoesDown(t *testing.T) {
 		}
 		return unavailable >= 2
 	})
-	if status := httpStatus(t, api.URL+"/readyz"); status != http.StatusServiceUnavailable {
+	if status := httpStatus(t, api.URL+"/readyz"); readyzDown && status != http.StatusServiceUnavailable {
 		t.Fatalf("want /readyz 503 while the database is down, got %d", status)
 	}
-	if err := cluster.StartServer(ctx); err != nil {
-		t.Fatal(err)
+	for _, server := range servers {
+		if err := server.StartServer(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	var out outcome
