@@ -59,9 +59,12 @@ type Ride struct {
 
 	Status RideStatus
 
-	// StripeRefundID is the refund our cancel made; CancelIdempotencyKeyID the key of the cancel
-	// request that claimed the ride (nil again once the reaper recycled it).
+	// StripeRefundID is the refund our cancel made, and StripeRefundAmount what it gave back (nil
+	// on a refund recorded before migration 00013, which gave back the fare);
+	// CancelIdempotencyKeyID the key of the cancel request that claimed the ride (nil again once
+	// the reaper recycled it).
 	StripeRefundID         *string
+	StripeRefundAmount     *int64
 	CancelIdempotencyKeyID *int64
 
 	// RefundReceiptSentAt is when the worker recorded the refund receipt as sent.
@@ -70,14 +73,14 @@ type Ride struct {
 
 const rideColumns = `id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat,
 	target_lon, stripe_charge_id, user_id, receipt_sent_at, status, stripe_refund_id,
-	cancel_idempotency_key_id, refund_receipt_sent_at`
+	stripe_refund_amount, cancel_idempotency_key_id, refund_receipt_sent_at`
 
 // scanRide reads a row of rideColumns, and into extra the columns a query selects after them.
 func scanRide(row interface{ Scan(...any) error }, extra ...any) (*Ride, error) {
 	var r Ride
 	err := row.Scan(append([]any{&r.ID, &r.CreatedAt, &r.IdempotencyKeyID, &r.OriginLat, &r.OriginLon,
 		&r.TargetLat, &r.TargetLon, &r.StripeChargeID, &r.UserID, &r.ReceiptSentAt, &r.Status,
-		&r.StripeRefundID, &r.CancelIdempotencyKeyID, &r.RefundReceiptSentAt}, extra...)...)
+		&r.StripeRefundID, &r.StripeRefundAmount, &r.CancelIdempotencyKeyID, &r.RefundReceiptSentAt}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

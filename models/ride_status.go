@@ -26,15 +26,16 @@ func RideClaimForCancel(batch *pgx.Batch, userID, id, keyID int64) {
 	})
 }
 
-// RideRecordRefund queues on batch the recording of the refund our cancel made: the ride is
-// cancelled, unless a state of higher precedence (a dispute) got there first.
-func RideRecordRefund(batch *pgx.Batch, userID, id int64, refundID string) {
+// RideRecordRefund queues on batch the recording of the refund our cancel made and the amount
+// it gave back: the ride is cancelled, unless a state of higher precedence (a dispute) got there
+// first.
+func RideRecordRefund(batch *pgx.Batch, userID, id int64, refundID string, amount int64) {
 	batch.Queue(`
 		UPDATE rides
-		SET stripe_refund_id = $2,
+		SET stripe_refund_id = $2, stripe_refund_amount = $4,
 			status = CASE WHEN `+rideStatusRank("status")+` < `+rideStatusRank("'cancelled'")+`
 				THEN 'cancelled' ELSE status END
-		WHERE user_id = $3 AND id = $1`, id, refundID, userID,
+		WHERE user_id = $3 AND id = $1`, id, refundID, userID, amount,
 	).Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("error recording refund of ride %d: %w", id, ErrNotFound)

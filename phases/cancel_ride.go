@@ -204,7 +204,8 @@ type refundAnswer struct {
 	stuckReason, stuckDetail string
 }
 
-// sendRefund refunds the ride's charge in full and sorts Stripe's answer: an answer the next
+// sendRefund refunds what is left of the ride's charge (all of it, unless part was refunded at
+// Stripe's dashboard) and sorts Stripe's answer: an answer the next
 // atomic phase records, or an error that leaves the request at started for a retry.
 func (e *Executor) sendRefund(ctx context.Context, r *run) (*refundAnswer, error) {
 	start := time.Now()
@@ -315,8 +316,9 @@ func (e *Executor) recordRefund(ctx context.Context, tx *phaseTx, r *run, rideID
 		models.RideRaiseStatusByID(&tx.Writes, r.ride.UserID, r.ride.ID, answer.raiseTo)
 		return answer.refusal, nil
 	}
-	models.RideRecordRefund(&tx.Writes, r.ride.UserID, r.ride.ID, answer.refund.ID)
+	models.RideRecordRefund(&tx.Writes, r.ride.UserID, r.ride.ID, answer.refund.ID, answer.refund.Amount)
 	r.ride.StripeRefundID = &answer.refund.ID
+	r.ride.StripeRefundAmount = &answer.refund.Amount
 	r.ride.Status = r.ride.Status.Raise(models.RideStatusCancelled)
 	return SetRecoveryPoint{Name: models.RecoveryPointRefundCreated}, nil
 }
@@ -346,10 +348,16 @@ func (e *Executor) finishCancel(ctx context.Context, tx *phaseTx, r *run, rideID
 		ResourceType: "ride",
 		UserID:       r.key.UserID,
 	})
+	// What the refund gave back: the rest of the charge, less than the fare if part of it was
+	// refunded at Stripe's dashboard first.
+	amount := RideAmountCents
+	if r.ride.StripeRefundAmount != nil {
+		amount = *r.ride.StripeRefundAmount
+	}
 	args, err := json.Marshal(jobargs.SendRefundReceipt{
 		RideID:   r.ride.ID,
 		UserID:   r.key.UserID,
-		Amount:   RideAmountCents,
+		Amount:   amount,
 		Currency: RideCurrency,
 	})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stripe/stripe-go/v76"
+
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
@@ -106,8 +108,9 @@ func TestCancelRide(t *testing.T) {
 		if n := b.Count(t, `SELECT count(*) FROM audit_records WHERE resource_id = $1 AND action = 'ride.cancelled'`, ride.ID); n != 1 {
 			t.Errorf("want 1 audit record of the cancel, got %d", n)
 		}
-		if n := b.Count(t, `SELECT count(*) FROM staged_jobs WHERE job_name = 'send_refund_receipt' AND (job_args->>'ride_id')::bigint = $1`, ride.ID); n != 1 {
-			t.Errorf("want 1 staged refund receipt, got %d", n)
+		if n := b.Count(t, `SELECT count(*) FROM staged_jobs WHERE job_name = 'send_refund_receipt'
+			AND (job_args->>'ride_id')::bigint = $1 AND (job_args->>'amount')::bigint = 2000`, ride.ID); n != 1 {
+			t.Errorf("want 1 staged refund receipt for the fare, got %d", n)
 		}
 	})
 
@@ -235,6 +238,31 @@ func TestCancelRide(t *testing.T) {
 		requireProblem(t, outcome, err, 409, problem.CodeRideAlreadyRefunded)
 		b.requireRefunds(t, *ride.StripeChargeID, 1)
 		b.requireStatus(t, ride.ID, models.RideStatusRefunded)
+	})
+
+	// Part of the charge was refunded at Stripe's dashboard: the cancel refunds the rest, and the
+	// refund receipt states what it gave back, not the fare.
+	t.Run("PartlyRefundedAtTheDashboardRefundsTheRest", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		if _, err := b.StripeClient.Refunds.New(&stripe.RefundParams{Charge: ride.StripeChargeID, Amount: stripe.Int64(5_00)}); err != nil {
+			t.Fatal(err)
+		}
+		outcome, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey))
+		requireCancelled(t, outcome, err)
+		b.requireRefunds(t, *ride.StripeChargeID, 2)
+		stored, err := models.RideGetByIDForUser(ctx, b.Pool, ride.ID, b.Rider.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := stored.StripeRefundAmount; got == nil || *got != 15_00 {
+			t.Fatalf("want the refund of the 15.00 left recorded, got %s", outcome.Body)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM staged_jobs WHERE job_name = 'send_refund_receipt'
+			AND (job_args->>'ride_id')::bigint = $1 AND (job_args->>'amount')::bigint = 1500`, ride.ID); n != 1 {
+			t.Errorf("want 1 staged refund receipt for 15.00, got %d", n)
+		}
 	})
 
 	// The first cancel claimed the ride before Stripe said it was refunded already; a second
