@@ -29,8 +29,19 @@ var (
 // extension exists), and does nothing on any other database. Up and `migrate up` run it after
 // the migrations, every time: a table already laid out is left as it is, so it is safe to run
 // again, and a database that gains the extension later is laid out by the next `migrate up`.
-// It reports the tables it laid out.
-func CitusUp(ctx context.Context, db *sql.DB) ([]string, error) {
+// It holds goose's advisory lock while it works, as RiverUp does: two processes migrating at once
+// would both find a table not laid out yet, and the second would fail to lay it out again. It
+// reports the tables it laid out.
+func CitusUp(ctx context.Context, db *sql.DB) (done []string, err error) {
+	err = withMigrationLock(ctx, db, func() error {
+		done, err = citusUp(ctx, db)
+		return err
+	})
+	return done, err
+}
+
+// citusUp is CitusUp, its caller holding the migration lock.
+func citusUp(ctx context.Context, db *sql.DB) ([]string, error) {
 	var citus bool
 	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
 		return nil, fmt.Errorf("error looking for Citus: %w", err)

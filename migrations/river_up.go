@@ -19,30 +19,38 @@ import (
 // It holds goose's advisory lock (NewProvider's) while it works, so that it takes turns with
 // other processes migrating the same database, goose's migrations or River's.
 func RiverUp(ctx context.Context, db *sql.DB) (versions []int, err error) {
+	err = withMigrationLock(ctx, db, func() error {
+		res, err := migrateRiver(ctx, db, rivermigrate.DirectionUp, nil)
+		if err != nil {
+			return err
+		}
+		for _, v := range res.Versions {
+			versions = append(versions, v.Version)
+		}
+		return nil
+	})
+	return versions, err
+}
+
+// withMigrationLock runs fn holding goose's advisory lock (NewProvider's), so that fn takes turns
+// with every other process migrating the same database.
+func withMigrationLock(ctx context.Context, db *sql.DB, fn func() error) (err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("error connecting to database: %w", err)
+		return fmt.Errorf("error connecting to database: %w", err)
 	}
 	defer conn.Close()
 	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(lockPollIntervalSeconds, lockPollAttempts))
 	if err != nil {
-		return nil, fmt.Errorf("error creating migration lock: %w", err)
+		return fmt.Errorf("error creating migration lock: %w", err)
 	}
 	if err := locker.SessionLock(ctx, conn); err != nil {
-		return nil, fmt.Errorf("error taking migration lock: %w", err)
+		return fmt.Errorf("error taking migration lock: %w", err)
 	}
 	defer func() {
 		if unlockErr := locker.SessionUnlock(context.WithoutCancel(ctx), conn); unlockErr != nil {
 			err = errors.Join(err, fmt.Errorf("error releasing migration lock: %w", unlockErr))
 		}
 	}()
-
-	res, err := migrateRiver(ctx, db, rivermigrate.DirectionUp, nil)
-	if err != nil {
-		return nil, err
-	}
-	for _, v := range res.Versions {
-		versions = append(versions, v.Version)
-	}
-	return versions, nil
+	return fn()
 }
