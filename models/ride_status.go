@@ -79,26 +79,47 @@ type DisputedRide struct {
 }
 
 // RideListDisputed returns up to limit disputed rides, oldest first: the ones a person has to
-// answer at Stripe's dashboard before the dispute's deadline.
+// answer at Stripe's dashboard before the dispute's deadline. Two queries, the rides and then
+// when their disputes arrived: on Citus the rides are distributed and stripe_events a plain table
+// on the coordinator, which Citus does not join.
 func RideListDisputed(ctx context.Context, db DBTX, limit int) ([]*DisputedRide, error) {
-	rows, err := db.Query(ctx, `
-		SELECT `+rideColumns+`,
-			(SELECT min(received_at) FROM stripe_events WHERE ride_id = rides.id AND type = 'charge.dispute.created')
+	rows, _ := db.Query(ctx, `
+		SELECT `+rideColumns+`
 		FROM rides
 		WHERE status = 'disputed'
 		ORDER BY created_at
 		LIMIT $1`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("error listing disputed rides: %w", err)
-	}
 	rides, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*DisputedRide, error) {
-		d := &DisputedRide{}
-		var err error
-		d.Ride, err = scanRide(row, &d.DisputedAt)
-		return d, err
+		ride, err := scanRide(row)
+		return &DisputedRide{Ride: ride}, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error listing disputed rides: %w", err)
+	}
+	if len(rides) == 0 {
+		return rides, nil
+	}
+	ids := make([]int64, len(rides))
+	for i, d := range rides {
+		ids[i] = d.ID
+	}
+	rows, _ = db.Query(ctx, `
+		SELECT ride_id, min(received_at) FROM stripe_events
+		WHERE ride_id = ANY($1) AND type = 'charge.dispute.created'
+		GROUP BY ride_id`, ids)
+	disputedAt := map[int64]time.Time{}
+	var rideID int64
+	var at time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&rideID, &at}, func() error {
+		disputedAt[rideID] = at
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("error finding when disputes arrived: %w", err)
+	}
+	for _, d := range rides {
+		if at, ok := disputedAt[d.ID]; ok {
+			d.DisputedAt = &at
+		}
 	}
 	return rides, nil
 }
