@@ -42,6 +42,18 @@ type benchCluster struct {
 
 	// statStatements is whether pg_stat_statements is loaded.
 	statStatements bool
+
+	// A Citus cluster's, which url, admin and dataDir name the coordinator of; unset on a
+	// single server.
+	//
+	// createEmpty creates an empty database on every node in place of CREATE DATABASE, which
+	// cannot copy one database into another either: a database's shards live on the workers.
+	createEmpty func(ctx context.Context, dbname string) error
+	// workers are the URLs of a database on each worker, which holds the data: each run
+	// checkpoints and prewarms them as it does the coordinator.
+	workers []func(dbname string) string
+	// serverErrors are the errors the servers logged, for the message of a failed run.
+	serverErrors func() string
 }
 
 // startDurableCluster starts a throwaway cluster that commits the way production does: every
@@ -54,12 +66,7 @@ func startDurableCluster(ctx context.Context, clients int, serverLog io.Writer) 
 	if err != nil {
 		return nil, err
 	}
-	settings := map[string]string{
-		"fsync":              "on",
-		"synchronous_commit": "on",
-		"full_page_writes":   "on",
-		"max_connections":    strconv.Itoa(clients + connectionsHeadroom),
-	}
+	settings := durableSettings(clients + connectionsHeadroom)
 	c := &benchCluster{binDir: binDir, statStatements: hasStatStatements(binDir)}
 	if c.statStatements {
 		settings["shared_preload_libraries"] = "pg_stat_statements"
@@ -84,6 +91,17 @@ func startDurableCluster(ctx context.Context, clients int, serverLog io.Writer) 
 		}
 	}
 	return c, nil
+}
+
+// durableSettings are the settings of a server that commits the way production does, and
+// accepts maxConnections connections.
+func durableSettings(maxConnections int) map[string]string {
+	return map[string]string{
+		"fsync":              "on",
+		"synchronous_commit": "on",
+		"full_page_writes":   "on",
+		"max_connections":    strconv.Itoa(maxConnections),
+	}
 }
 
 // stop closes the bookkeeping connection, stops the server and removes its data. It runs on
@@ -159,8 +177,8 @@ func (c *benchCluster) startRun(ctx context.Context, dbname string) (xactCounter
 	if err := c.prewarm(ctx, dbname); err != nil {
 		return xactCounters{}, err
 	}
-	if _, err := c.admin.Exec(ctx, "CHECKPOINT"); err != nil {
-		return xactCounters{}, fmt.Errorf("error checkpointing: %w", err)
+	if err := c.checkpoint(ctx); err != nil {
+		return xactCounters{}, err
 	}
 	if c.statStatements {
 		if _, err := c.admin.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
@@ -170,29 +188,64 @@ func (c *benchCluster) startRun(ctx context.Context, dbname string) (xactCounter
 	return c.counters(ctx, dbname)
 }
 
+// checkpoint checkpoints the server, and a Citus cluster's workers too: CHECKPOINT on the
+// coordinator is its own alone.
+func (c *benchCluster) checkpoint(ctx context.Context) error {
+	if _, err := c.admin.Exec(ctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("error checkpointing: %w", err)
+	}
+	for i, worker := range c.workers {
+		if err := withConn(ctx, worker("postgres"), func(conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, "CHECKPOINT")
+			return err
+		}); err != nil {
+			return fmt.Errorf("error checkpointing Citus worker %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
 // prewarm reads every table and index of dbname, so that each run starts with its own data in
 // the operating system's cache. Three databases of 3,000,000 rides outgrow what a small machine
 // caches, and without this whichever target ran last before another would leave it a cold
-// cache, and the order of the runs, not the targets, would decide the figures.
+// cache, and the order of the runs, not the targets, would decide the figures. On a Citus
+// cluster the data is the workers' shards, which are read on each worker.
 func (c *benchCluster) prewarm(ctx context.Context, dbname string) error {
 	if !hasContrib(c.binDir, "pg_prewarm") {
 		return nil
 	}
-	conn, err := pgx.Connect(ctx, c.url(dbname))
-	if err != nil {
-		return fmt.Errorf("error connecting to %s: %w", dbname, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_prewarm`); err != nil {
-		return fmt.Errorf("error creating pg_prewarm in %s: %w", dbname, err)
-	}
-	if _, err := conn.Exec(ctx, `
-		SELECT pg_prewarm(c.oid, 'read')
-		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')`); err != nil {
+	// The coordinator creates the extension on its workers too, which refuse to do so themselves.
+	if err := prewarmAt(ctx, c.url(dbname), true); err != nil {
 		return fmt.Errorf("error prewarming %s: %w", dbname, err)
 	}
+	for i, worker := range c.workers {
+		if err := prewarmAt(ctx, worker(dbname), false); err != nil {
+			return fmt.Errorf("error prewarming %s on Citus worker %d: %w", dbname, i+1, err)
+		}
+	}
 	return nil
+}
+
+// prewarmAt reads every table and index of the database at databaseURL, creating the pg_prewarm
+// extension first if create is set.
+func prewarmAt(ctx context.Context, databaseURL string, create bool) error {
+	return withConn(ctx, databaseURL, func(conn *pgx.Conn) error {
+		if create {
+			if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_prewarm`); err != nil {
+				return fmt.Errorf("error creating pg_prewarm: %w", err)
+			}
+		}
+		// Citus hides a worker's shards from pg_class unless told otherwise; elsewhere the
+		// setting is a placeholder that changes nothing.
+		if _, err := conn.Exec(ctx, `SET citus.override_table_visibility = off`); err != nil {
+			return err
+		}
+		_, err := conn.Exec(ctx, `
+			SELECT pg_prewarm(c.oid, 'read')
+			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')`)
+		return err
+	})
 }
 
 // endRun waits for the run's sessions on dbname to end, and records in m what they did.
@@ -256,10 +309,16 @@ func (c *benchCluster) waitIdle(ctx context.Context, dbname string) error {
 	}
 }
 
-// sessions counts the sessions connected to dbname.
+// sessions counts the clients' sessions on dbname. Background processes are left out, such as
+// autovacuum's and, on a Citus coordinator, Citus's maintenance daemon, and so are the
+// connections Citus opens from the coordinator to itself (application_name citus_internal …),
+// which are not the clients' and need not end with them.
 func (c *benchCluster) sessions(ctx context.Context, dbname string) (int64, error) {
 	var n int64
-	if err := c.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, dbname).Scan(&n); err != nil {
+	if err := c.admin.QueryRow(ctx, `
+		SELECT count(*) FROM pg_stat_activity
+		WHERE datname = $1 AND backend_type = 'client backend' AND application_name NOT LIKE 'citus\_internal%'`,
+		dbname).Scan(&n); err != nil {
 		return 0, fmt.Errorf("error counting the sessions on %s: %w", dbname, err)
 	}
 	return n, nil

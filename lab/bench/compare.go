@@ -49,7 +49,7 @@ func runCompare(ctx context.Context, opts *options, stdout, stderr io.Writer) in
 type measurement struct {
 	target  string
 	clients int
-	side    string // with -compare-ha: the single node or the synchronous standby
+	side    string // with -compare-ha and -compare-citus: the side it ran on
 
 	rides          int64
 	elapsed        time.Duration
@@ -66,6 +66,13 @@ type measurement struct {
 	// failures and deadlocks, the rides that needed any, and those that failed after every try.
 	maxTries                           int
 	retries, ridesRetried, ridesFailed int64
+	// On a Citus cluster, pgbench only: the rides lost with the clients pgbench aborted after
+	// Citus failed their COMMIT, each client replaced while the run lasted (pgbench_citus.go).
+	aborted int64
+	// replaced counts the replacements; replacementStartup is the median time from the start
+	// of one that booked a ride by the deadline to the start of its first ride.
+	replaced           int64
+	replacementStartup time.Duration
 
 	// API only.
 	api *result

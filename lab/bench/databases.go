@@ -44,17 +44,16 @@ const standInKey = "sk_test_rocketrides_bench"
 // article's. The admin command it runs is built in workDir. It returns the API tokens of the API's bench riders, client i's at i.
 func (c *benchCluster) prepare(ctx context.Context, opts *options, standIn *standIn, article bool, workDir string) ([]string, error) {
 	dbnames := []string{dbAPI, dbTwoTx}
-	// twotx is a copy of api: the same schema, filled alike, at half the seeding time.
-	if err := c.createDatabase(ctx, dbAPI, ""); err != nil {
+	if err := c.createSeeded(ctx, dbAPI, workDir, opts); err != nil {
 		return nil, err
 	}
-	if err := migrations.Up(ctx, c.url(dbAPI)); err != nil {
-		return nil, err
-	}
-	if err := seedHistory(ctx, workDir, c.url(dbAPI), opts); err != nil {
-		return nil, err
-	}
-	if err := c.createDatabase(ctx, dbTwoTx, dbAPI); err != nil {
+	if c.createEmpty == nil {
+		// twotx is a copy of api: the same schema, filled alike, at half the seeding time.
+		if err := c.createDatabase(ctx, dbTwoTx, dbAPI); err != nil {
+			return nil, err
+		}
+	} else if err := c.createSeeded(ctx, dbTwoTx, workDir, opts); err != nil {
+		// A Citus database cannot be copied: twotx is made as api was.
 		return nil, err
 	}
 
@@ -95,8 +94,29 @@ func (c *benchCluster) prepare(ctx context.Context, opts *options, standIn *stan
 	return tokens, nil
 }
 
-// createDatabase creates dbname, as a copy of template unless that is empty.
+// createSeeded creates dbname, migrates it and seeds it with the history opts ask for.
+func (c *benchCluster) createSeeded(ctx context.Context, dbname, workDir string, opts *options) error {
+	if err := c.createDatabase(ctx, dbname, ""); err != nil {
+		return err
+	}
+	if err := migrations.Up(ctx, c.url(dbname)); err != nil {
+		return fmt.Errorf("error migrating %s: %w", dbname, err)
+	}
+	if err := seedHistory(ctx, workDir, c.url(dbname), opts); err != nil {
+		return fmt.Errorf("error seeding %s: %w", dbname, err)
+	}
+	return nil
+}
+
+// createDatabase creates dbname, as a copy of template unless that is empty. A Citus cluster
+// creates only empty databases.
 func (c *benchCluster) createDatabase(ctx context.Context, dbname, template string) error {
+	if c.createEmpty != nil {
+		if template != "" {
+			return fmt.Errorf("error creating database %s: a Citus database cannot be copied from %s", dbname, template)
+		}
+		return c.createEmpty(ctx, dbname)
+	}
 	sql := "CREATE DATABASE " + pgx.Identifier{dbname}.Sanitize()
 	if template != "" {
 		sql += " TEMPLATE " + pgx.Identifier{template}.Sanitize()

@@ -1,4 +1,4 @@
-// Command bench measures the ride API, in one of two modes.
+// Command bench measures the ride API, in one of several modes.
 //
 // By default it is a load generator for a running API. Concurrent clients book rides with the
 // public retrying client (package client), each under a fresh Idempotency-Key, and, with
@@ -15,6 +15,18 @@
 // ride and the same work in two, and prints one table and the ratios (see compare.go).
 //
 //	go run ./lab/bench -compare [-rides 300000 -riders 1000 -clients 32 -duration 30s -solo-duration 10s]
+//
+// With -compare-citus it needs nothing running but Citus installed for the Postgres it finds
+// (docs/scale-out.md): it runs the API and the twotx reference at -clients clients on a single
+// durable Postgres and then on a durable Citus cluster, a coordinator and two workers, each side
+// on databases with the same history, and prints both sides' rides per second and latency, each
+// side's API ÷ twotx and Citus ÷ plain (see compare_citus.go). The three nodes share this
+// machine's CPUs with the API and the clients: the figures say what Citus costs on one machine,
+// not what it gains on many. On Citus, pgbench cannot retry a serialization failure that a
+// worker found at COMMIT, which Citus reports as XX000; each client it aborts so is replaced,
+// and the rides lost so are counted (see pgbench_citus.go).
+//
+//	go run ./lab/bench -compare-citus [-rides 300000 -riders 1000 -clients 32 -duration 30s]
 //
 // With -receipts it needs nothing running either: it starts a durable cluster, the Stripe
 // stand-in, an SMTP server and the Procfile's processes, books -bookings rides one after
@@ -34,6 +46,7 @@
 //
 // Exit status: 0 when every call ended in a booked ride, a refusal (402) or the replay of its
 // first answer; 1 when any ended with an unknown outcome, an unexpected error, or a replay that
-// differs from the first answer (a different ride id, say), or when -compare or -receipts could
-// not run (a receipt that never reached the mail server, say); 2 on bad usage.
+// differs from the first answer (a different ride id, say), or when -compare, -compare-citus or
+// -receipts could not run (a receipt that never reached the mail server, or Citus not installed,
+// say); 2 on bad usage.
 package main

@@ -52,10 +52,11 @@ const (
 
 // The modes, the load generator's being the default.
 const (
-	modeLoad      = "load"
-	modeCompare   = "compare"
-	modeCompareHA = "compare-ha"
-	modeReceipts  = "receipts"
+	modeLoad         = "load"
+	modeCompare      = "compare"
+	modeCompareHA    = "compare-ha"
+	modeCompareCitus = "compare-citus"
+	modeReceipts     = "receipts"
 )
 
 // options are the command line.
@@ -84,10 +85,11 @@ type options struct {
 // modeFlags are the flags each mode reads, its own switch aside: setting another is a mistake
 // worth saying, not a setting to ignore.
 var modeFlags = map[string][]string{
-	modeLoad:      {"api", "token", "clients", "duration", "replay-share", "give-up-after"},
-	modeCompare:   {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log"},
-	modeCompareHA: {"compare-ha", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
-	modeReceipts:  {"receipts", "bookings", "idle", "stripe-latency"},
+	modeLoad:         {"api", "token", "clients", "duration", "replay-share", "give-up-after"},
+	modeCompare:      {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log"},
+	modeCompareHA:    {"compare-ha", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
+	modeCompareCitus: {"compare-citus", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
+	modeReceipts:     {"receipts", "bookings", "idle", "stripe-latency"},
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -103,6 +105,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runReceipts(ctx, opts, stdout, stderr)
 	case modeCompareHA:
 		return runCompareHA(ctx, opts, stdout, stderr)
+	case modeCompareCitus:
+		return runCompareCitus(ctx, opts, stdout, stderr)
 	}
 	return runLoad(ctx, opts, stdout, stderr)
 }
@@ -132,9 +136,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags := flag.NewFlagSet("bench", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	opts := &options{}
-	var compare, compareHA, receipts bool
+	var compare, compareHA, compareCitus, receipts bool
 	flags.BoolVar(&compare, "compare", false, "start a cluster, the API and pgbench, and compare them (needs nothing running)")
 	flags.BoolVar(&compareHA, "compare-ha", false, "run the API and pgbench's twotx on a single node, then on a primary with a synchronous standby, and compare (needs nothing running but pg_auto_failover installed)")
+	flags.BoolVar(&compareCitus, "compare-citus", false, "run the API and pgbench's twotx on a single Postgres, then on a Citus coordinator and two workers on this machine, and compare (needs nothing running but Citus installed)")
 	flags.BoolVar(&receipts, "receipts", false, "start a cluster and the Procfile's processes, and time receipts from booking to mail server (needs nothing running)")
 	flags.StringVar(&opts.apiURL, "api", cmp.Or(getenv("API_URL"), client.DefaultBaseURL), "the API's base URL (API_URL)")
 	flags.StringVar(&opts.token, "token", getenv("RIDES_TOKEN"), "the rider's API token (RIDES_TOKEN)")
@@ -156,12 +161,14 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	opts.mode = modeLoad
 	switch {
-	case compare && receipts, compare && compareHA, compareHA && receipts:
-		return nil, errors.New("-compare, -compare-ha and -receipts exclude each other")
+	case countTrue(compare, compareHA, compareCitus, receipts) > 1:
+		return nil, errors.New("-compare, -compare-ha, -compare-citus and -receipts exclude each other")
 	case compare:
 		opts.mode = modeCompare
 	case compareHA:
 		opts.mode = modeCompareHA
+	case compareCitus:
+		opts.mode = modeCompareCitus
 	case receipts:
 		opts.mode = modeReceipts
 	}
@@ -178,7 +185,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if !set["clients"] {
 		opts.clients = loadClientsDefault
-		if opts.mode == modeCompare || opts.mode == modeCompareHA {
+		if isComparison(opts.mode) {
 			opts.clients = compareClientsDefault
 		}
 	}
@@ -198,7 +205,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, errors.New("-give-up-after must be positive")
 	case opts.soloDuration <= 0:
 		return nil, errors.New("-solo-duration must be positive")
-	case (opts.mode == modeCompare || opts.mode == modeCompareHA) && (opts.duration%time.Second != 0 || opts.soloDuration%time.Second != 0):
+	case isComparison(opts.mode) && (opts.duration%time.Second != 0 || opts.soloDuration%time.Second != 0):
 		return nil, errors.New("-duration and -solo-duration must be whole seconds with -compare, as pgbench -T takes them")
 	case opts.rides < 0 || opts.riders < 0:
 		return nil, errors.New("-rides and -riders must not be negative")
@@ -210,6 +217,23 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, errors.New("-idle and -stripe-latency must not be negative")
 	}
 	return opts, nil
+}
+
+// isComparison reports whether mode is one of the comparisons, which start their own cluster
+// and run pgbench, whose -T takes whole seconds.
+func isComparison(mode string) bool {
+	return mode == modeCompare || mode == modeCompareHA || mode == modeCompareCitus
+}
+
+// countTrue counts the switches that are set.
+func countTrue(switches ...bool) int {
+	n := 0
+	for _, on := range switches {
+		if on {
+			n++
+		}
+	}
+	return n
 }
 
 // newTransport keeps a connection per client alive. http.DefaultTransport keeps only two idle

@@ -6,6 +6,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -61,12 +63,14 @@ func writeScripts(dir string) (map[string]string, error) {
 }
 
 // pgbenchArgs are pgbench's arguments for a run of script at clients clients, which writes a line
-// per ride to files starting with logPrefix.
-func pgbenchArgs(script, databaseURL, logPrefix string, maxTries, clients int, duration time.Duration) []string {
+// per ride to files starting with logPrefix. The twotx script's client i is bench rider
+// firstRider + i.
+func pgbenchArgs(script, databaseURL, logPrefix string, maxTries, clients, firstRider int, duration time.Duration) []string {
 	return []string{
 		"-n", // no VACUUM of pgbench's own tables, which these databases do not have
 		"-M", "prepared",
 		"-c", strconv.Itoa(clients),
+		"-D", "first_rider=" + strconv.Itoa(firstRider),
 		"-j", strconv.Itoa(min(pgbenchThreads, clients)),
 		"-T", strconv.Itoa(int(duration / time.Second)),
 		"--max-tries=" + strconv.Itoa(maxTries),
@@ -76,7 +80,8 @@ func pgbenchArgs(script, databaseURL, logPrefix string, maxTries, clients int, d
 	}
 }
 
-// runPgbench runs script on dbname and measures it.
+// runPgbench runs script on dbname and measures it. On a Citus cluster a client that pgbench
+// aborts because Citus failed its COMMIT is replaced (see pgbench_citus.go).
 func (c *benchCluster) runPgbench(ctx context.Context, script, dbname string, maxTries, clients int, duration time.Duration, workDir string) (*measurement, error) {
 	logPrefix := filepath.Join(workDir, fmt.Sprintf("%s_%d", dbname, clients))
 	before, err := c.startRun(ctx, dbname)
@@ -84,35 +89,102 @@ func (c *benchCluster) runPgbench(ctx context.Context, script, dbname string, ma
 		return nil, err
 	}
 
-	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, "pgbench"),
-		pgbenchArgs(script, c.url(dbname), logPrefix, maxTries, clients, duration)...)
-	// Like the server, pgbench dies with us, and a Ctrl-C in the terminal reaches only us.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err() // we killed it
-		}
-		return nil, fmt.Errorf("error running pgbench: %w\n%s", err, out.String())
+	run := &pgbenchRun{
+		binary:      filepath.Join(c.binDir, "pgbench"),
+		script:      script,
+		databaseURL: c.url(dbname),
+		maxTries:    maxTries,
+		replace:     len(c.workers) > 0,
+		deadline:    time.Now().Add(duration),
 	}
-
-	m, err := parsePgbenchOutput(out.String())
+	run.start(ctx, logPrefix, clients, 0, duration)
+	run.wg.Wait()
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // we killed it
+	}
+	m, err := run.measure(duration)
 	if err != nil {
 		return nil, err
 	}
 	m.elapsed, m.maxTries = duration, maxTries
-	latencies, err := readPgbenchLogs(logPrefix)
-	if err != nil {
-		return nil, err
-	}
-	if len(latencies) > 0 {
-		m.p50, m.p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
-	}
 	if err := c.endRun(ctx, dbname, before, m); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// pgbenchRun is one run of a script: a pgbench process with every client and, on a Citus
+// cluster, one more of one client for each client the others aborted after Citus failed its
+// COMMIT, which runs on to the deadline in its stead.
+type pgbenchRun struct {
+	binary, script, databaseURL string
+	maxTries                    int
+	replace                     bool      // whether to replace such clients
+	deadline                    time.Time // when the first process stops starting rides
+
+	wg           sync.WaitGroup
+	mu           sync.Mutex
+	procs        []*pgbenchProc // the first is the one with every client
+	replacements int            // started so far, which numbers their logs
+}
+
+// pgbenchProc is one pgbench process of a run: what it printed and how it ended. Its own
+// goroutine writes it until the run's WaitGroup is done.
+type pgbenchProc struct {
+	logPrefix  string
+	firstRider int // of its client 0
+	stdout     bytes.Buffer
+	stderr     []string
+	aborts     int // of clients whose COMMIT Citus failed
+	err        error
+	startedAt  time.Time
+}
+
+// start starts a pgbench of clients clients, the first being bench rider firstRider, for
+// duration, writing its logs to files starting with logPrefix, and returns at once.
+func (r *pgbenchRun) start(ctx context.Context, logPrefix string, clients, firstRider int, duration time.Duration) {
+	p := &pgbenchProc{logPrefix: logPrefix, firstRider: firstRider, startedAt: time.Now()}
+	r.mu.Lock()
+	r.procs = append(r.procs, p)
+	r.mu.Unlock()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		p.err = r.runProc(ctx, p, clients, duration)
+	}()
+}
+
+// runProc runs p's pgbench to its end, reading what it says as it says it, to replace at once
+// each client that it aborts after Citus failed the client's COMMIT.
+func (r *pgbenchRun) runProc(ctx context.Context, p *pgbenchProc, clients int, duration time.Duration) error {
+	cmd := exec.CommandContext(ctx, r.binary, pgbenchArgs(r.script, r.databaseURL, p.logPrefix, r.maxTries, clients, p.firstRider, duration)...)
+	// Like the server, pgbench dies with us, and a Ctrl-C in the terminal reaches only us.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.Stdout = &p.stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return fmt.Errorf("error starting pgbench: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("error starting pgbench: %w", err)
+	}
+	scanner := bufio.NewScanner(stderr)
+	scanner.Buffer(nil, 1<<20)
+	for scanner.Scan() {
+		line := scanner.Text()
+		p.stderr = append(p.stderr, line)
+		if m := pgbenchCitusAbort.FindStringSubmatch(line); r.replace && m != nil {
+			p.aborts++
+			client, _ := strconv.Atoi(m[1])
+			r.replace1(ctx, p.firstRider+client)
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		// A line too long to read: the rest must still be read, or pgbench blocks writing it.
+		p.stderr = append(p.stderr, fmt.Sprintf("(error reading pgbench's output: %s)", err))
+		_, _ = io.Copy(io.Discard, stderr)
+	}
+	return cmd.Wait()
 }
 
 // What pgbench prints at the end of a run. tps counts the rides that succeeded.
@@ -133,13 +205,6 @@ func parsePgbenchOutput(out string) (*measurement, error) {
 		return m[1], nil
 	}
 	m := &measurement{}
-	tps, err := find(pgbenchTPS)
-	if err != nil {
-		return nil, err
-	}
-	if m.ridesPerSecond, err = strconv.ParseFloat(tps, 64); err != nil {
-		return nil, fmt.Errorf("error parsing pgbench's tps: %w", err)
-	}
 	for re, dst := range map[*regexp.Regexp]*int64{
 		pgbenchProcessed: &m.rides, pgbenchFailed: &m.ridesFailed,
 		pgbenchRetried: &m.ridesRetried, pgbenchRetries: &m.retries,
@@ -155,19 +220,39 @@ func parsePgbenchOutput(out string) (*measurement, error) {
 			return nil, fmt.Errorf("error parsing pgbench's output: %w", err)
 		}
 	}
+	tps, err := find(pgbenchTPS)
+	if err != nil && m.rides == 0 {
+		return m, nil // pgbench prints no rate when it processed nothing (all its clients aborted)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.ridesPerSecond, err = strconv.ParseFloat(tps, 64); err != nil {
+		return nil, fmt.Errorf("error parsing pgbench's tps: %w", err)
+	}
 	return m, nil
 }
 
-// readPgbenchLogs reads pgbench's per-transaction logs, one file per thread, and returns the
-// latencies of the rides that succeeded, sorted. A line is "client_id transaction_no time
-// script_no time_epoch time_us [retries]", where time is the latency in microseconds, every
-// try included, or a word such as "serialization" for a ride that failed.
-func readPgbenchLogs(logPrefix string) ([]time.Duration, error) {
+// pgbenchRide is a ride that pgbench's log shows succeeded: when it ended and how long it took,
+// every try included.
+type pgbenchRide struct {
+	end     time.Time
+	latency time.Duration
+}
+
+// start is when the ride started.
+func (r pgbenchRide) start() time.Time { return r.end.Add(-r.latency) }
+
+// readPgbenchLogs reads pgbench's per-transaction logs, one file per thread, and returns the rides
+// that succeeded. A line is "client_id transaction_no time script_no time_epoch time_us
+// [retries]", where time is the latency in microseconds or a word such as "serialization" for a
+// ride that failed, and time_epoch and time_us say when the ride ended.
+func readPgbenchLogs(logPrefix string) ([]pgbenchRide, error) {
 	files, err := filepath.Glob(logPrefix + ".*")
 	if err != nil || len(files) == 0 {
 		return nil, fmt.Errorf("no pgbench logs %s.*", logPrefix)
 	}
-	var latencies []time.Duration
+	var rides []pgbenchRide
 	for _, file := range files {
 		f, err := os.Open(file)
 		if err != nil {
@@ -175,12 +260,8 @@ func readPgbenchLogs(logPrefix string) ([]time.Duration, error) {
 		}
 		scanner := bufio.NewScanner(f)
 		for scanner.Scan() {
-			fields := strings.Fields(scanner.Text())
-			if len(fields) < 3 {
-				continue
-			}
-			if us, err := strconv.ParseInt(fields[2], 10, 64); err == nil {
-				latencies = append(latencies, time.Duration(us)*time.Microsecond)
+			if ride, ok := parsePgbenchLogLine(scanner.Text()); ok {
+				rides = append(rides, ride)
 			}
 		}
 		err = scanner.Err()
@@ -189,6 +270,34 @@ func readPgbenchLogs(logPrefix string) ([]time.Duration, error) {
 			return nil, fmt.Errorf("error reading pgbench's log: %w", err)
 		}
 	}
+	return rides, nil
+}
+
+// parsePgbenchLogLine reads a line of pgbench's log, which it reports as no ride unless the ride
+// succeeded.
+func parsePgbenchLogLine(line string) (pgbenchRide, bool) {
+	fields := strings.Fields(line)
+	if len(fields) < 6 {
+		return pgbenchRide{}, false
+	}
+	us, err1 := strconv.ParseInt(fields[2], 10, 64)
+	sec, err2 := strconv.ParseInt(fields[4], 10, 64)
+	usec, err3 := strconv.ParseInt(fields[5], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return pgbenchRide{}, false
+	}
+	return pgbenchRide{end: time.Unix(sec, usec*1000), latency: time.Duration(us) * time.Microsecond}, true
+}
+
+// latenciesOf returns the latencies of the rides that ended by until, or of all of them when
+// until is zero, sorted.
+func latenciesOf(rides []pgbenchRide, until time.Time) []time.Duration {
+	var latencies []time.Duration
+	for _, r := range rides {
+		if until.IsZero() || !r.end.After(until) {
+			latencies = append(latencies, r.latency)
+		}
+	}
 	slices.Sort(latencies)
-	return latencies, nil
+	return latencies
 }

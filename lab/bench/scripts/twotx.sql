@@ -13,11 +13,17 @@
 \set origin_lon -122.5 + random(0, 99999) / 1000000.0
 \set target_lat 37.3 + random(0, 99999) / 1000000.0
 \set target_lon -121.9 + random(0, 99999) / 1000000.0
+-- The made-up charge id, drawn here and sent as a value, as the API sends the id Stripe returned:
+-- Citus refuses a volatile function such as random() in an UPDATE of a distributed table.
+\set charge random(1, 9223372036854775806)
+-- Client i is bench rider first_rider + i; first_rider (-D) is 0 but for a pgbench that takes
+-- over the rider of a client another aborted (pgbench_citus.go).
+\set rider :client_id + :first_rider
 
--- Authentication, as the API does it for every request. Client i is bench rider i.
+-- Authentication, as the API does it for every request.
 SELECT id AS user_id, created_at, email, stripe_customer_id
 FROM users
-WHERE api_token_hash = sha256(convert_to('bench-rider-' || :client_id::text, 'UTF8')) \gset
+WHERE api_token_hash = sha256(convert_to('bench-rider-' || :rider::text, 'UTF8')) \gset
 
 -- A: the key at ride_created, its charge about to be attempted, with the ride and its audit record.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
@@ -53,7 +59,7 @@ COMMIT;
 
 -- B: the charge id, the receipt job and the response; finished and unlocked, if still ours.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
-UPDATE rides SET stripe_charge_id = 'ch_' || md5(random()::text)
+UPDATE rides SET stripe_charge_id = 'ch_' || md5(:charge::text)
 WHERE user_id = :user_id AND idempotency_key_id = :key_id
 RETURNING id AS ride_id \gset
 INSERT INTO staged_jobs (job_name, job_args, user_id)
