@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 )
 
 // The Citus layout (docs/scale-out.md): users and the Stripe key secret are reference tables,
@@ -113,44 +112,5 @@ func citusUp(ctx context.Context, db *sql.DB) ([]string, error) {
 		}
 		done = append(done, table)
 	}
-	for _, table := range citusRiderTables {
-		if err := citusRiderStatistics(ctx, db, table); err != nil {
-			return done, err
-		}
-	}
 	return done, nil
-}
-
-// citusRiderStatistics gives every shard of table the statistics target on user_id that the
-// table has on the coordinator (migration 00014), and analyzes the column anew where a shard
-// lacked it. Citus copies the target into the shards it creates, but not into those that existed
-// before the migration, and refuses SET STATISTICS on a distributed table.
-func citusRiderStatistics(ctx context.Context, db *sql.DB, table string) error {
-	var target int
-	if err := db.QueryRowContext(ctx, `
-		SELECT attstattarget FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'user_id'`,
-		table).Scan(&target); err != nil {
-		return fmt.Errorf("error reading %s's statistics target: %w", table, err)
-	}
-	var behind bool
-	if err := db.QueryRowContext(ctx, `
-		SELECT EXISTS (SELECT 1 FROM run_command_on_shards($1,
-			$$SELECT attstattarget FROM pg_attribute WHERE attrelid = '%s'::regclass AND attname = 'user_id'$$)
-			WHERE NOT success OR result <> $2)`, table, strconv.Itoa(target)).Scan(&behind); err != nil {
-		return fmt.Errorf("error reading the statistics targets of %s's shards: %w", table, err)
-	}
-	if !behind {
-		return nil
-	}
-	for _, command := range []string{
-		fmt.Sprintf(`ALTER TABLE %%s ALTER COLUMN user_id SET STATISTICS %d`, target),
-		`ANALYZE %s (user_id)`,
-	} {
-		var failed int
-		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM run_command_on_shards($1, $2) WHERE NOT success`,
-			table, command).Scan(&failed); err != nil || failed > 0 {
-			return fmt.Errorf("error running %q on %s's shards (%d failed): %w", command, table, failed, err)
-		}
-	}
-	return nil
 }

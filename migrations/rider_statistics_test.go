@@ -63,7 +63,6 @@ func TestRiderStatistics(t *testing.T) {
 		{`UPDATE idempotency_keys SET locked_at = now() WHERE user_id = %d AND id = 1`, "idempotency_keys_pkey"},
 	} {
 		statement := fmt.Sprintf(c.statement, unseen)
-		var plan []string
 		rows, _ := conn.Query(ctx, "EXPLAIN "+statement)
 		plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
@@ -77,47 +76,62 @@ func TestRiderStatistics(t *testing.T) {
 	}
 }
 
-// TestCitusUpRiderStatistics: on a database distributed before migration 00014, whose shards
-// kept the default statistics target, CitusUp gives them the coordinator's.
-func TestCitusUpRiderStatistics(t *testing.T) {
+// TestCitusUpgrade: a Citus database laid out at migration 00012, as a live cluster is, migrated
+// up: 00013's column and CHECK reach every shard of rides, and 00014 gives every shard of the
+// rider tables the statistics target of 1, which Citus refuses to propagate.
+func TestCitusUpgrade(t *testing.T) {
 	t.Parallel()
 	if !dbtest.OnCitus() {
 		t.Skip("about the shards of a Citus database: runs under TEST_CITUS=1")
 	}
 	ctx := t.Context()
-	url := dbtest.NewDB(t)
+	url := dbtest.NewEmptyDB(t)
 	db, err := migrations.Open(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	targets := func() map[string]int {
-		rows, err := db.QueryContext(ctx, `SELECT result FROM run_command_on_shards('rides',
-			$$SELECT attstattarget FROM pg_attribute WHERE attrelid = '%s'::regclass AND attname = 'user_id'$$)`)
+	provider, err := migrations.NewProvider(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.UpTo(ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.RiverUp(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if laidOut, err := migrations.CitusUp(ctx, db); err != nil || len(laidOut) == 0 {
+		t.Fatalf("want the tables laid out for Citus at 00012, got %v, %v", laidOut, err)
+	}
+	if err := migrations.Up(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, table := range []string{"idempotency_keys", "rides", "audit_records", "abandoned_requests", "staged_jobs"} {
+		var targets []string
+		rows, err := db.QueryContext(ctx, `SELECT DISTINCT result FROM run_command_on_shards($1,
+			$$SELECT attstattarget FROM pg_attribute WHERE attrelid = '%s'::regclass AND attname = 'user_id'$$)`, table)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer rows.Close()
-		seen := map[string]int{}
 		for rows.Next() {
-			var result string
-			if err := rows.Scan(&result); err != nil {
+			var target string
+			if err := rows.Scan(&target); err != nil {
 				t.Fatal(err)
 			}
-			seen[result]++
+			targets = append(targets, target)
 		}
-		return seen
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(targets) != 1 || targets[0] != "1" {
+			t.Errorf("want every shard of %s at the statistics target 1, got %v", table, targets)
+		}
 	}
-	if got := targets(); len(got) != 1 || got["1"] == 0 {
-		t.Fatalf("want every shard of rides created with the coordinator's target 1, got %v", got)
-	}
-	if _, err := db.ExecContext(ctx, `SELECT run_command_on_shards('rides', $$ALTER TABLE %s ALTER COLUMN user_id SET STATISTICS -1$$)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := migrations.CitusUp(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	if got := targets(); len(got) != 1 || got["1"] == 0 {
-		t.Fatalf("want CitusUp to give every shard of rides the target 1, got %v", got)
+	var failed int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM run_command_on_shards('rides',
+		$$SELECT count(stripe_refund_amount) FROM %s$$) WHERE NOT success`).Scan(&failed); err != nil || failed != 0 {
+		t.Errorf("want rides.stripe_refund_amount on every shard, got %d shards without, %v", failed, err)
 	}
 }

@@ -60,7 +60,8 @@ type Ride struct {
 	Status RideStatus
 
 	// StripeRefundID is the refund our cancel made, and StripeRefundAmount what it gave back (nil
-	// on a refund recorded before migration 00013, which gave back the fare);
+	// on a refund recorded before migration 00013 or by the release before it, whose receipt
+	// states the fare: too much, if part of the charge was refunded at the dashboard first);
 	// CancelIdempotencyKeyID the key of the cancel request that claimed the ride (nil again once
 	// the reaper recycled it).
 	StripeRefundID         *string

@@ -205,8 +205,8 @@ type refundAnswer struct {
 }
 
 // sendRefund refunds what is left of the ride's charge (all of it, unless part was refunded at
-// Stripe's dashboard) and sorts Stripe's answer: an answer the next
-// atomic phase records, or an error that leaves the request at started for a retry.
+// Stripe's dashboard) and sorts Stripe's answer: an answer the next atomic phase records, or an
+// error that leaves the request at started for a retry.
 func (e *Executor) sendRefund(ctx context.Context, r *run) (*refundAnswer, error) {
 	start := time.Now()
 	params := &stripe.RefundParams{

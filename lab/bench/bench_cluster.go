@@ -82,15 +82,24 @@ func startDurableCluster(ctx context.Context, clients int, serverLog io.Writer) 
 		return nil, fmt.Errorf("error starting Postgres: %w", err)
 	}
 	c.url, c.dataDir, c.stopped = cluster.URL, cluster.DataDir(), cluster.Stop
+	if err := c.connectAdmin(ctx); err != nil {
+		return nil, errors.Join(err, c.stop(ctx))
+	}
+	return c, nil
+}
+
+// connectAdmin opens the bookkeeping connection to the postgres database of the server c.url
+// names (a Citus cluster's coordinator), and creates pg_stat_statements there when it is loaded.
+func (c *benchCluster) connectAdmin(ctx context.Context) (err error) {
 	if c.admin, err = pgx.Connect(ctx, c.url("postgres")); err != nil {
-		return nil, errors.Join(fmt.Errorf("error connecting to Postgres: %w", err), c.stop(ctx))
+		return fmt.Errorf("error connecting to Postgres: %w", err)
 	}
 	if c.statStatements {
 		if _, err := c.admin.Exec(ctx, "CREATE EXTENSION pg_stat_statements"); err != nil {
-			return nil, errors.Join(fmt.Errorf("error creating pg_stat_statements: %w", err), c.stop(ctx))
+			return fmt.Errorf("error creating pg_stat_statements: %w", err)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // durableSettings are the settings of a server that commits the way production does, and

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/rocketrides/rocketrides/internal/devenv/cituscluster"
 	"github.com/rocketrides/rocketrides/internal/devenv/pgcluster"
 )
@@ -106,13 +104,8 @@ func startDurableCitus(ctx context.Context, clients int, logDir string) (*benchC
 	for _, w := range cluster.Workers {
 		c.workers = append(c.workers, w.URL)
 	}
-	if c.admin, err = pgx.Connect(ctx, c.url("postgres")); err != nil {
-		return nil, errors.Join(fmt.Errorf("error connecting to Citus's coordinator: %w", err), c.stop(ctx))
-	}
-	if c.statStatements {
-		if _, err := c.admin.Exec(ctx, "CREATE EXTENSION pg_stat_statements"); err != nil {
-			return nil, errors.Join(fmt.Errorf("error creating pg_stat_statements: %w", err), c.stop(ctx))
-		}
+	if err := c.connectAdmin(ctx); err != nil {
+		return nil, errors.Join(err, c.stop(ctx))
 	}
 	return c, nil
 }

@@ -24,7 +24,7 @@ import (
 )
 
 // ErrNotInstalled is returned by Start when the Postgres found has no Citus.
-var ErrNotInstalled = errors.New("Citus is not installed for this Postgres (no citus.so); install Citus 13 for PostgreSQL 15 from Citus's own packages, as docs/scale-out.md says")
+var ErrNotInstalled = errors.New("no citus.so: Citus is not installed for this Postgres; install Citus 13 for PostgreSQL 15 from Citus's own packages, as docs/scale-out.md says")
 
 // Installed reports whether the Postgres that pgcluster would start has Citus: nil, or
 // ErrNotInstalled.

@@ -34,6 +34,9 @@ const dropTimeout = 30 * time.Second
 // startServer starts the server of this test binary and migrates its template.
 func startServer(ctx context.Context) (*server, error) {
 	if databaseURL := os.Getenv("TEST_DATABASE_URL"); databaseURL != "" {
+		if OnCitus() {
+			return nil, errors.New("TEST_DATABASE_URL and TEST_CITUS exclude each other: TEST_CITUS starts a Citus cluster of its own")
+		}
 		return startExternal(ctx, databaseURL)
 	}
 	if OnCitus() {
@@ -150,9 +153,7 @@ func (s *server) createDB(t testing.TB, template string) string {
 // is set, and drops it when t ends.
 func (s *server) createCitusDB(t testing.TB, name string, migrate bool) string {
 	t.Helper()
-	if err := s.citus.CreateDatabase(t.Context(), name); err != nil {
-		t.Fatalf("dbtest: %v", err)
-	}
+	// Registered first, so that a database created on some nodes only is dropped too.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 		defer cancel()
@@ -160,6 +161,9 @@ func (s *server) createCitusDB(t testing.TB, name string, migrate bool) string {
 			t.Errorf("dbtest: %v", err)
 		}
 	})
+	if err := s.citus.CreateDatabase(t.Context(), name); err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
 	if migrate {
 		if err := migrations.Up(t.Context(), s.urlFor(name)); err != nil {
 			t.Fatalf("dbtest: error migrating database %s: %v", name, err)

@@ -175,14 +175,19 @@ func playDatabaseGoesDown(t *testing.T, databaseURL string, readyzDown bool, ser
 		}
 		unavailable := 0
 		for _, status := range answers.Statuses() {
-			if status == http.StatusServiceUnavailable {
-				unavailable++
+			if status != http.StatusServiceUnavailable {
+				t.Fatalf("want every answer 503 while the database is down, got %v", answers.Statuses())
 			}
+			unavailable++
 		}
 		return unavailable >= 2
 	})
-	if status := httpStatus(t, api.URL+"/readyz"); readyzDown && status != http.StatusServiceUnavailable {
-		t.Fatalf("want /readyz 503 while the database is down, got %d", status)
+	want := http.StatusOK
+	if readyzDown {
+		want = http.StatusServiceUnavailable
+	}
+	if status := httpStatus(t, api.URL+"/readyz"); status != want {
+		t.Fatalf("want /readyz %d while the database is down, got %d", want, status)
 	}
 	for _, server := range servers {
 		if err := server.StartServer(ctx); err != nil {
