@@ -66,8 +66,7 @@ func (c *Cluster) Nodes() []*pgcluster.Cluster {
 }
 
 // Start starts a coordinator and two workers, each listening on a Unix socket of its own, and
-// creates database postgres's citus extension on each (so that their postgres databases are a
-// Citus cluster too).
+// makes their postgres databases one Citus database, as CreateDatabase does a new one.
 func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := Installed(); err != nil {
 		return nil, err
