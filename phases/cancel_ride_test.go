@@ -78,6 +78,15 @@ func (b *testBundle) requireRefunds(t *testing.T, chargeID string, want int) {
 	}
 }
 
+// requireRefundReceiptStaged checks that one refund receipt of ride rideID is staged, for amount.
+func (b *testBundle) requireRefundReceiptStaged(t *testing.T, rideID, amount int64) {
+	t.Helper()
+	if n := b.Count(t, `SELECT count(*) FROM staged_jobs WHERE job_name = 'send_refund_receipt'
+		AND (job_args->>'ride_id')::bigint = $1 AND (job_args->>'amount')::bigint = $2`, rideID, amount); n != 1 {
+		t.Errorf("want 1 staged refund receipt of ride %d for %d, got %d", rideID, amount, n)
+	}
+}
+
 func TestCancelRide(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -108,10 +117,7 @@ func TestCancelRide(t *testing.T) {
 		if n := b.Count(t, `SELECT count(*) FROM audit_records WHERE resource_id = $1 AND action = 'ride.cancelled'`, ride.ID); n != 1 {
 			t.Errorf("want 1 audit record of the cancel, got %d", n)
 		}
-		if n := b.Count(t, `SELECT count(*) FROM staged_jobs WHERE job_name = 'send_refund_receipt'
-			AND (job_args->>'ride_id')::bigint = $1 AND (job_args->>'amount')::bigint = 2000`, ride.ID); n != 1 {
-			t.Errorf("want 1 staged refund receipt for the fare, got %d", n)
-		}
+		b.requireRefundReceiptStaged(t, ride.ID, RideAmountCents)
 	})
 
 	t.Run("AnotherKeyIsRefused", func(t *testing.T) {
@@ -259,10 +265,7 @@ func TestCancelRide(t *testing.T) {
 		if got := stored.StripeRefundAmount; got == nil || *got != 15_00 {
 			t.Fatalf("want the refund of the 15.00 left recorded, got %s", outcome.Body)
 		}
-		if n := b.Count(t, `SELECT count(*) FROM staged_jobs WHERE job_name = 'send_refund_receipt'
-			AND (job_args->>'ride_id')::bigint = $1 AND (job_args->>'amount')::bigint = 1500`, ride.ID); n != 1 {
-			t.Errorf("want 1 staged refund receipt for 15.00, got %d", n)
-		}
+		b.requireRefundReceiptStaged(t, ride.ID, 15_00)
 	})
 
 	// The first cancel claimed the ride before Stripe said it was refunded already; a second

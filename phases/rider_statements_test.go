@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases/resource"
@@ -104,17 +103,7 @@ func TestEveryStatementNamesTheRider(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	recorder := &sqlRecorder{}
-	config, err := pgxpool.ParseConfig(b.Pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	config.ConnConfig.Tracer = recorder
-	config.ConnConfig.OnNotice = models.RecordSerializationWarnings
-	pool, err := pgxpool.NewWithConfig(ctx, config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := b.tracedPool(t, recorder, 0)
 	e := New(pool, b.StripeClient, b.executor.logger, Config{SimulateErrors: true, LockLease: time.Second})
 
 	created := b.requireCreateWith(t, e, newRequest(b.Rider))

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // statementTracer counts what a connection sends Postgres: round trips (a query, or a batch of
@@ -91,17 +90,7 @@ func TestRoundTrips(t *testing.T) {
 	b := setup(t)
 
 	tracer := &statementTracer{}
-	config, err := pgxpool.ParseConfig(b.Pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	config.ConnConfig.Tracer = tracer
-	config.MaxConns = 1 // one connection, whose statement cache the first ride fills
-	pool, err := pgxpool.NewWithConfig(ctx, config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := b.tracedPool(t, tracer, 1) // one connection, whose statement cache the first ride fills
 	executor := New(pool, b.StripeClient, slog.New(slog.DiscardHandler), Config{})
 
 	first := newRequest(b.Rider)

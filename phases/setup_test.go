@@ -9,10 +9,35 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases/resource"
 )
+
+// tracedPool opens a second pool on the bundle's database whose connections report every query
+// to tracer, set up as the service's are, of at most maxConns connections (0: pgxpool's default).
+// It is closed when t ends.
+func (b *testBundle) tracedPool(t *testing.T, tracer pgx.QueryTracer, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	config, err := pgxpool.ParseConfig(b.Pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	config.ConnConfig.Tracer = tracer
+	config.ConnConfig.OnNotice = models.RecordSerializationWarnings
+	if maxConns > 0 {
+		config.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(t.Context(), config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
 
 type testBundle struct {
 	*ridetest.Bundle

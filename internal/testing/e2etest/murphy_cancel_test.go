@@ -217,15 +217,7 @@ func TestMurphyCancelTwiceAtOnceOnTwoReplicas(t *testing.T) {
 // returns the port the dead API listened on, and when its client saw it die.
 func (s *murphyStack) crashCancelAt(point, key, rideID string) (port int, killedAt time.Time) {
 	s.t.Helper()
-	crashing := s.startAPI(0, "FAULTS="+point+"=crash")
-	if answer := s.postCancel(crashing.URL, key, rideID); answer.Err == nil {
-		s.t.Fatalf("want the connection to break when the API dies at %s, got %s", point, answer)
-	}
-	killedAt = time.Now()
-	if code := crashing.Wait(s.t, 10*time.Second); code != -1 || !strings.Contains(crashing.Output(), "Faults: crashing") {
-		s.t.Fatalf("want the API killed at %s, it exited %d:\n%s", point, code, crashing.Output())
-	}
-	return crashing.Port, killedAt
+	return s.crashWith(point, func(baseURL string) rawAnswer { return s.postCancel(baseURL, key, rideID) })
 }
 
 // postCancel sends one POST /rides/{id}/cancel with key, without any retry.

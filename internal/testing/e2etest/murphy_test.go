@@ -598,8 +598,16 @@ func privateDatabase(t *testing.T) (*pgcluster.Cluster, string) {
 // dead API listened on, for a restarted one, and when its client saw it die.
 func (s *murphyStack) crashAt(point, key string) (port int, killedAt time.Time) {
 	s.t.Helper()
+	return s.crashWith(point, func(baseURL string) rawAnswer { return s.post(baseURL, key, murphyParams) })
+}
+
+// crashWith starts an API that SIGKILLs itself at the fault point, sends it one request with
+// send, and checks that the request's connection broke and the process died. It returns the port
+// the dead API listened on, and when its client saw it die.
+func (s *murphyStack) crashWith(point string, send func(baseURL string) rawAnswer) (port int, killedAt time.Time) {
+	s.t.Helper()
 	crashing := s.startAPI(0, "FAULTS="+point+"=crash")
-	if answer := s.post(crashing.URL, key, murphyParams); answer.Err == nil {
+	if answer := send(crashing.URL); answer.Err == nil {
 		s.t.Fatalf("want the connection to break when the API dies at %s, got %s", point, answer)
 	}
 	killedAt = time.Now()
