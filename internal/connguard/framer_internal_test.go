@@ -63,15 +63,29 @@ func TestFramer(t *testing.T) {
 		}
 	})
 
-	t.Run("BothFramingHeadersAreAmbiguous", func(t *testing.T) {
-		var f framer
-		smuggled := "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /x HTTP/1.1\n\n"
-		if _, err := f.scan([]byte(smuggled)); err != nil || !f.ambiguous.Load() {
-			t.Fatalf("want an ambiguous request and no error past it, got ambiguous=%v, %v", f.ambiguous.Load(), err)
+	t.Run("FaultyFramingEndsTheConnectionAfterTheRequest", func(t *testing.T) {
+		for _, tc := range []struct{ name, request string }{
+			{"HTTP10WithTransferEncoding", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"},
+			{"HTTP10WithTransferEncodingAndLength", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\nabc"},
+			{"TransferEncodingAndLength", "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				var f framer
+				kept, err := f.scan([]byte("GET / HTTP/1.1\r\n\r\n" + tc.request + "GET /x HTTP/1.1\n\n"))
+				if err != nil || kept != len("GET / HTTP/1.1\r\n\r\n"+tc.request) {
+					t.Fatalf("want the bytes up to the end of the request kept and no error, got %d, %v", kept, err)
+				}
+				if f.state != closed || f.closeAfter.Load() != 2 || f.ended != 2 {
+					t.Fatalf("want the second request read whole and the last, got state %d, last %d, %d ended", f.state, f.closeAfter.Load(), f.ended)
+				}
+				if kept, err := f.scan([]byte("GET / HTTP/1.1\r\n\r\n")); err != nil || kept != 0 {
+					t.Fatalf("want nothing more kept, got %d, %v", kept, err)
+				}
+			})
 		}
 	})
 
-	t.Run("StopsFollowingWhatTheServerRefuses", func(t *testing.T) {
+	t.Run("EndsTheConnectionAtWhatTheServerRefuses", func(t *testing.T) {
 		for _, header := range []string{
 			"Transfer-Encoding: gzip\r\n",
 			"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
@@ -79,9 +93,28 @@ func TestFramer(t *testing.T) {
 			"Content-Length: 1\r\nContent-Length: 2\r\n",
 		} {
 			var f framer
-			if _, err := f.scan([]byte("POST / HTTP/1.1\r\n" + header + "\r\nGET / HTTP/1.1\n\n")); err != nil || f.state != notFollowed {
-				t.Fatalf("%q: want framing no longer followed and no error, got state %d, %v", header, f.state, err)
+			head := "POST / HTTP/1.1\r\n" + header + "\r\n"
+			if kept, err := f.scan([]byte(head + "GET / HTTP/1.1\n\n")); err != nil || kept != len(head) || f.state != closed {
+				t.Fatalf("%q: want the header kept, nothing after it, and no error, got %d of %d, state %d, %v", header, kept, len(head), f.state, err)
 			}
+		}
+	})
+
+	t.Run("RefusesMalformedChunks", func(t *testing.T) {
+		for _, body := range []string{"x\r\n", " 1\r\na\r\n", "1 ;ext\r\na\r\n", "1\r\nab\r\n", "11111111111111111\r\n"} {
+			var f framer
+			head := "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+			if _, err := f.scan([]byte(head + body)); !errors.Is(err, ErrBadChunk) {
+				t.Fatalf("%q: want ErrBadChunk, got %v", body, err)
+			}
+		}
+	})
+
+	t.Run("SkipsCRLFAfterAPost", func(t *testing.T) {
+		var f framer
+		input := "POST / HTTP/1.1\r\nContent-Length: 1\r\n\r\na\r\n\r\nGET / HTTP/1.1\r\n\r\n"
+		if kept, err := f.scan([]byte(input)); err != nil || kept != len(input) || f.ended != 2 {
+			t.Fatalf("want two requests read, got %d ended, %d kept, %v", f.ended, kept, err)
 		}
 	})
 }
@@ -92,26 +125,25 @@ func FuzzFramer(f *testing.F) {
 	f.Add(keepAliveRequests, 5)
 	f.Add("GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n", 20)
 	f.Add("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n0123456789abcdef\r\n0\r\n\r\n", 50)
+	f.Add("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\nabGET / HTTP/1.1\r\n\r\n", 60)
 	f.Fuzz(func(t *testing.T, input string, cut int) {
 		var whole, pieces framer
-		wantValid, wantErr := whole.scan([]byte(input))
+		wantKept, wantErr := whole.scan([]byte(input))
 		if cut < 0 || cut > len(input) {
 			cut = len(input) / 2
 		}
-		valid, err := pieces.scan([]byte(input[:cut]))
-		if err == nil {
+		kept, err := pieces.scan([]byte(input[:cut]))
+		if err == nil && kept == cut {
 			var rest int
 			rest, err = pieces.scan([]byte(input[cut:]))
-			valid = cut + rest
+			kept += rest
 		}
-		if !errors.Is(err, wantErr) || (err != nil && valid != wantValid) {
-			t.Fatalf("cut at %d: want %d, %v; got %d, %v", cut, wantValid, wantErr, valid, err)
+		if !errors.Is(err, wantErr) || kept != wantKept {
+			t.Fatalf("cut at %d: want %d, %v; got %d, %v", cut, wantKept, wantErr, kept, err)
 		}
-		if wantErr == nil && (whole.state != pieces.state || whole.remaining != pieces.remaining || whole.ambiguous.Load() != pieces.ambiguous.Load()) {
+		if wantErr == nil && (whole.state != pieces.state || whole.remaining != pieces.remaining ||
+			whole.requests != pieces.requests || whole.ended != pieces.ended || whole.closeAfter.Load() != pieces.closeAfter.Load()) {
 			t.Fatalf("cut at %d: the framers disagree on where they are", cut)
-		}
-		if len(whole.line) > maxLineKept {
-			t.Fatalf("kept %d bytes of a line, past the bound of %d", len(whole.line), maxLineKept)
 		}
 	})
 }

@@ -113,7 +113,7 @@ type conn struct {
 	net.Conn
 	guard   *Guard
 	addr    *addrConns // nil: not counted per address
-	framing framer     // touched only by Read, which the server never calls concurrently
+	framing framer     // read by Read, never concurrently, and told of answers by connState
 
 	// Guarded by guard.mu.
 	counted  bool          // still counted; false once closed or chosen to make room
@@ -121,21 +121,8 @@ type conn struct {
 	addrElem *list.Element // in addr.waiting, likewise
 }
 
-// Read reads the next bytes of requests. Once they broke HTTP/1.1's syntax it returns the
-// error, at once and every time: the server's bufio.Reader hands over the bytes before the error
-// as a line and drops the error, then reads again.
-func (c *conn) Read(p []byte) (int, error) {
-	if err := c.framing.err; err != nil {
-		return 0, err
-	}
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		if valid, ferr := c.framing.scan(p[:n]); ferr != nil {
-			return valid, ferr
-		}
-	}
-	return n, err
-}
+// Read reads the next bytes of requests, as the framer lets the server have them.
+func (c *conn) Read(p []byte) (int, error) { return c.framing.read(c.Conn, p) }
 
 func (c *conn) Close() error {
 	c.guard.forget(c)
@@ -252,6 +239,7 @@ func (g *Guard) connState(nc net.Conn, state http.ConnState) {
 	if !ok || state != http.StateIdle {
 		return
 	}
+	c.framing.answered()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c.counted && c.waitElem == nil {
@@ -259,15 +247,15 @@ func (g *Guard) connState(nc net.Conn, state http.ConnState) {
 	}
 }
 
-// handler marks each request's connection as served until it is idle again, and closes after
-// the answer a connection whose framing could not be trusted.
+// handler marks each request's connection as served until it is idle again, and closes it after
+// answering the last request it carries (see framer).
 func (g *Guard) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, ok := r.Context().Value(connKey{}).(*conn); ok {
 			g.mu.Lock()
 			g.unwaitLocked(c)
 			g.mu.Unlock()
-			if c.framing.ambiguous.Load() {
+			if c.framing.servingLast() {
 				w.Header().Set("Connection", "close")
 			}
 		}

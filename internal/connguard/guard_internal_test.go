@@ -314,6 +314,50 @@ func TestStrictFraming(t *testing.T) {
 		})
 	}
 
+	t.Run("HTTP10WithTransferEncodingIsAnsweredThenClosed", func(t *testing.T) {
+		// Go's server ignores Transfer-Encoding in HTTP/1.0 and reads the chunked body as requests
+		// (RFC 9112 §6.1: the framing is faulty).
+		c := s.dial("127.0.0.1")
+		c.send("POST /a HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n" +
+			"GET /folded HTTP/1.1\nHost: x\nX-A: one\n two\n\n")
+		status, body, err := c.answer()
+		if err != nil || status != "200 OK (close)" || body != "" {
+			t.Fatalf("want the POST answered, without a body, with Connection: close, got %q %q, %v", status, body, err)
+		}
+		if !c.closedByServer() {
+			t.Fatal("want the connection closed after the one answer")
+		}
+	})
+
+	t.Run("RequestsBeforeTheFaultyOneKeepTheConnection", func(t *testing.T) {
+		c := s.dial("127.0.0.1")
+		c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n" +
+			"POST /a HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\nhi" +
+			"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		for _, want := range []string{"204 No Content", "200 OK (close)"} {
+			if status, _, err := c.answer(); err != nil || status != want {
+				t.Fatalf("want %q, got %q, %v", want, status, err)
+			}
+		}
+		if !c.closedByServer() {
+			t.Fatal("want the connection closed after the faulty request's answer")
+		}
+	})
+
+	t.Run("FaultyRequestAnsweredByTheServerItselfEndsTheConnection", func(t *testing.T) {
+		// Go's server answers OPTIONS * without calling the handler, so no Connection: close.
+		c := s.dial("127.0.0.1")
+		c.send("OPTIONS * HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		if status, _, err := c.answer(); err != nil || status != "200 OK" {
+			t.Fatalf("want OPTIONS * answered, got %q, %v", status, err)
+		}
+		if !c.closedByServer() {
+			t.Fatal("want the connection closed after the one answer")
+		}
+	})
+
 	t.Run("BothFramingHeadersCloseTheConnection", func(t *testing.T) {
 		c := s.dial("127.0.0.1")
 		c.send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n" +
