@@ -319,8 +319,9 @@ func (f *framer) endRequest() {
 	f.req = request{}
 }
 
-// maxClip is the most a clip keeps: the longest name it is compared with, Transfer-Encoding.
-const maxClip = len("Transfer-Encoding")
+// maxClip is the most a clip keeps: enough for the longest string framing reads, a
+// Content-Length of 19 digits (Go's server reads lengths below 2^63).
+const maxClip = 19
 
 // clip keeps the start of a string that framing compares with a few short ones, and its length.
 type clip struct {

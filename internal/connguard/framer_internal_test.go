@@ -100,6 +100,27 @@ func TestFramer(t *testing.T) {
 		}
 	})
 
+	t.Run("ReadsLengthsAsTheServerDoes", func(t *testing.T) {
+		for _, tc := range []struct {
+			value string
+			want  uint64 // 0: refused
+		}{
+			{"9223372036854775807", 1<<63 - 1},
+			{"0000000000000000000000000000000000000000012", 12},
+			{" \t 12 \t ", 12},
+			{"9223372036854775808", 0},
+			{"1 2", 0},
+			{"+12", 0},
+			{"", 0},
+		} {
+			var f framer
+			f.scan([]byte("POST / HTTP/1.1\r\nContent-Length: " + tc.value + "\r\n\r\n"))
+			if tc.want == 0 && f.state != closed || tc.want > 0 && (f.state != inBody || f.remaining != tc.want) {
+				t.Fatalf("Content-Length %q: want a body of %d (0: refused), got state %d, %d left", tc.value, tc.want, f.state, f.remaining)
+			}
+		}
+	})
+
 	t.Run("RefusesMalformedChunks", func(t *testing.T) {
 		for _, body := range []string{"x\r\n", " 1\r\na\r\n", "1 ;ext\r\na\r\n", "1\r\nab\r\n", "11111111111111111\r\n"} {
 			var f framer
