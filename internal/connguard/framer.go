@@ -107,8 +107,8 @@ func (f *framer) read(r io.Reader, p []byte) (int, error) {
 		switch {
 		case scanErr != nil:
 			return kept, scanErr
-		case kept == 0 && err == nil:
-			continue
+		case kept == 0 && n > 0 && err == nil:
+			continue // all past the last request
 		}
 		return kept, err
 	}
