@@ -17,8 +17,9 @@ import (
 
 // TestOpenPoolKeepsConnectionsAlive reads the keepalive settings off the socket of a pool
 // connection, which is what the kernel acts on: probes after keepAliveIdle of silence,
-// keepAliveInterval apart, keepAliveCount of them. Without them (Go's default dialer first probes
-// after 15 s, then 15 s apart, nine times), a LISTEN on a primary that froze would wait minutes for the kernel to give up.
+// keepAliveInterval apart, keepAliveCount of them. Without them (Go's default dialer probes
+// after 15 s, 15 s apart, nine times), a LISTEN on a primary that froze would wait minutes for
+// the kernel to give up.
 func TestOpenPoolKeepsConnectionsAlive(t *testing.T) {
 	t.Parallel()
 	live, err := pgconn.ParseConfig(dbtest.NewDB(t))
