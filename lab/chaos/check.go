@@ -174,12 +174,13 @@ func (s *soak) notePendingRefundFaults(ctx context.Context) error {
 // bound. Receipts are sent at least once: a worker that cannot record a receipt it has mailed
 // within workers.RecordTimeout mails it again on the job's retry. So copies come only from the
 // jobs in flight when a worker died, or lost its database for longer than that timeout. A job
-// in flight on a worker the soak killed, or cut off from the database, stays running until River's
-// rescuer takes it up again (see countRescuedJobs), so each rescued job may be one copy. The database restarts (2 s at most)
-// and tuned failovers are shorter than the timeout, and for each outage that was not (a
-// failover with pg_auto_failover's default timing), every worker may mail its jobs in flight
-// again: its concurrency (workers.ConcurrencyDefault). One more is allowed for a restart that a
-// loaded machine stretches past the timeout, unseen; a bug that mails twice does so by the dozen.
+// in flight on a worker the soak killed, or cut off from the database, stays running until
+// River's rescuer takes it up again (see countRescuedJobs), so each rescued job may be one copy.
+// The database restarts (2 s at most) and tuned failovers are shorter than the timeout, and for
+// each outage that was not (a failover with pg_auto_failover's default timing), every worker may
+// mail its jobs in flight again: its concurrency (workers.ConcurrencyDefault). One more is
+// allowed for a restart that a loaded machine stretches past the timeout, unseen; a bug that
+// mails twice does so by the dozen.
 func (s *soak) duplicateReceiptBound() int {
 	if s.cfg.maxDuplicates >= 0 {
 		return s.cfg.maxDuplicates
