@@ -61,12 +61,17 @@ func Open(databaseURL string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error parsing database URL: %w", err)
 	}
+	// Every statement of every migration waits LockTimeout at most for a lock (see
+	// RetryLockTimeouts), and its session is known by its name.
+	config.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprintf("%dms", LockTimeout.Milliseconds())
+	config.ConnConfig.RuntimeParams["application_name"] = ApplicationName
 	return stdlib.OpenDB(*config.ConnConfig), nil
 }
 
 // Up applies every pending migration to the database at databaseURL, goose's and then River's
-// (RiverUp), and on a Citus coordinator lays the tables out (CitusUp). It is safe to call from several processes at once: they take turns, and all but
-// the first find nothing to do.
+// (RiverUp), and on a Citus coordinator lays the tables out (CitusUp). It is safe to call from
+// several processes at once: they take turns, and all but the first find nothing to do. A step
+// that times out on a lock is tried again (RetryLockTimeouts).
 func Up(ctx context.Context, databaseURL string) (err error) {
 	db, err := Open(databaseURL)
 	if err != nil {
@@ -78,13 +83,25 @@ func Up(ctx context.Context, databaseURL string) (err error) {
 	if err != nil {
 		return err
 	}
-	if _, err := provider.Up(ctx); err != nil {
+	err = RetryLockTimeouts(ctx, db, func(ctx context.Context) error {
+		_, err := provider.Up(ctx)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("error migrating database: %w", err)
 	}
-	if _, err := RiverUp(ctx, db); err != nil {
+	err = RetryLockTimeouts(ctx, db, func(ctx context.Context) error {
+		_, err := RiverUp(ctx, db)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("error migrating database: %w", err)
 	}
-	if _, err := CitusUp(ctx, db); err != nil {
+	err = RetryLockTimeouts(ctx, db, func(ctx context.Context) error {
+		_, err := CitusUp(ctx, db)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("error laying the database out for Citus: %w", err)
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -46,6 +48,80 @@ func TestAtomicPhase(t *testing.T) {
 		// starts from ride_created too.
 		if *tries != 4 {
 			t.Fatalf("want the hook run 4 times, got %d", *tries)
+		}
+		b.requireOneChargedRide(t, b.Rider)
+	})
+
+	// A real deadlock: the phase holds one row, a concurrent transaction holds another and waits
+	// for the phase's, and the phase then waits for the other's. The phase's session looks for
+	// deadlocks first (its deadlock_timeout is the shorter), so Postgres aborts the phase with
+	// 40P01 and lets the other through; the phase's retry books the ride.
+	t.Run("DeadlockIsRetriedByItself", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Exec(t, `CREATE TABLE deadlock_probe (id int PRIMARY KEY, n int NOT NULL); INSERT INTO deadlock_probe VALUES (1, 0), (2, 0)`)
+		tries := 0
+		other := make(chan error, 1)
+		b.executor.hooks.inPhase = func(ctx context.Context, tx models.DBTX, p models.RecoveryPoint) error {
+			if p != models.RecoveryPointRideCreated {
+				return nil
+			}
+			tries++
+			if tries > 1 {
+				return nil
+			}
+			if _, err := tx.Exec(ctx, `UPDATE deadlock_probe SET n = n + 1 WHERE id = 1`); err != nil {
+				return err
+			}
+			otherTx, err := b.Pool.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			var otherPID int
+			err = otherTx.QueryRow(ctx, `SELECT pg_backend_pid() FROM
+				(SELECT set_config('deadlock_timeout', '1min', true)) AS s`).Scan(&otherPID)
+			if err == nil {
+				_, err = otherTx.Exec(ctx, `UPDATE deadlock_probe SET n = n + 1 WHERE id = 2`)
+			}
+			if err != nil {
+				_ = otherTx.Rollback(ctx)
+				return err
+			}
+			go func() {
+				_, err := otherTx.Exec(ctx, `UPDATE deadlock_probe SET n = n + 1 WHERE id = 1`)
+				if err == nil {
+					err = otherTx.Commit(ctx)
+				} else {
+					_ = otherTx.Rollback(ctx)
+				}
+				other <- err
+			}()
+			for waiting := false; !waiting; {
+				err := b.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+					WHERE pid = $1 AND wait_event_type = 'Lock')`, otherPID).Scan(&waiting)
+				if err != nil {
+					return err
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if _, err := tx.Exec(ctx, `SELECT set_config('deadlock_timeout', '10ms', true)`); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE deadlock_probe SET n = n + 1 WHERE id = 2`)
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+				t.Errorf("want the phase's update to end in a deadlock (40P01), got %v", err)
+			}
+			return err
+		}
+
+		b.requireCreate(t, newRequest(b.Rider))
+		if err := <-other; err != nil {
+			t.Fatalf("want the other transaction through once the phase gave way, got %v", err)
+		}
+		// The deadlocked try, its retry, then the phase after the charge.
+		if tries != 3 {
+			t.Fatalf("want the hook run 3 times, got %d", tries)
 		}
 		b.requireOneChargedRide(t, b.Rider)
 	})

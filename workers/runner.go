@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/rocketrides/rocketrides/internal/mailer"
 )
 
 // RunnerConfig tunes a Runner. The zero value of each field means its default, but for
@@ -58,6 +60,34 @@ const FetchCooldown = 25 * time.Millisecond
 // retry-job` puts one back to work.
 const failedJobRetentionPeriod time.Duration = -1
 
+// JobTimeout bounds one attempt of a job: its context is cancelled after it. River's default,
+// named here because RescueStuckJobsAfter is built on it.
+const JobTimeout = time.Minute
+
+// RescueStuckJobsAfter is how long a job may stay running before River's rescuer, which the
+// elected leader among the workers runs every 30 s, takes it for stuck and retries it. A job is
+// left running when its worker lost the database (a failover) before River could record the
+// attempt's end, or died. The bound must outlast any attempt that is in fact still running, or a
+// receipt would be mailed twice: an attempt runs for at most JobTimeout, then a send already
+// under way finishes within mailer.SendTimeout and is recorded within RecordTimeout, both of which
+// ignore the job's cancellation (see receiptSender.send). The margin covers skew between the
+// leader's clock and the database's, which sets attempted_at.
+const RescueStuckJobsAfter = JobTimeout + mailer.SendTimeout + RecordTimeout + rescueMargin
+
+// rescueMargin is RescueStuckJobsAfter's slack beyond the longest attempt.
+const rescueMargin = 20 * time.Second
+
+// rescueInterval is how often River's rescuer looks for stuck jobs: River's own, which its
+// Config does not let a client change.
+const rescueInterval = 30 * time.Second
+
+// ReceiptRescueBound is how long after its attempt began a receipt job left running by a lost
+// connection or a dead worker is mailed: RescueStuckJobsAfter, the rescuer's interval, and half a
+// minute for the rest, a leader elected again once the database is back, the retry's backoff
+// (one second after a first attempt, 16 s after a second), River's scheduler (every 5 s) and the
+// fetch. docs/receipts.md states it and the failover soak holds every receipt to it.
+const ReceiptRescueBound = RescueStuckJobsAfter + rescueInterval + 30*time.Second
+
 // riverConnsMax is how many pool connections River itself may hold besides those of running
 // jobs: its listener keeps one for good, and fetching jobs, completing them, electing a leader
 // and the leader's maintenance take one each, at most, at a time.
@@ -96,8 +126,10 @@ func NewRunner(deps Deps, config RunnerConfig) (*Runner, error) {
 		DiscardedJobRetentionPeriod: failedJobRetentionPeriod,
 		FetchCooldown:               FetchCooldown,
 		FetchPollInterval:           config.PollInterval,
+		JobTimeout:                  JobTimeout,
 		Logger:                      deps.Logger,
 		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: config.Concurrency}},
+		RescueStuckJobsAfter:        RescueStuckJobsAfter,
 		Workers:                     riverWorkers,
 	})
 	if err != nil {
@@ -138,8 +170,8 @@ var ErrJobsLeftRunning = errors.New("jobs did not return after being cancelled, 
 // and they get the rest to return. A receipt whose message is at the mail server already
 // ignores the cancellation, since mailing it again would send a second copy: it waits for the
 // server's verdict and records it. Should the verdict not come in time, stop returns
-// ErrJobsLeftRunning and leaves that job running, for River to rescue an hour later (see
-// SendRideReceiptWorker).
+// ErrJobsLeftRunning and leaves that job running, for River to rescue after
+// RescueStuckJobsAfter (see SendRideReceiptWorker).
 func (r *Runner) stop() error {
 	softStopTimeout := r.config.StopTimeout * 7 / 10
 	softCtx, cancel := context.WithTimeout(context.Background(), softStopTimeout)

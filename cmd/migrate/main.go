@@ -109,26 +109,45 @@ func waitForDatabase(ctx context.Context, ping func(context.Context) error) erro
 // up applies the pending goose migrations, then the River migrations that the linked River
 // knows and the database lacks (migrations.RiverUp): those of a River upgrade, which goose does
 // not see; and on a Citus coordinator lays the tables out (migrations.CitusUp).
+//
+// Each step that times out on a lock (migrations.LockTimeout) is tried again, a few times, and
+// then fails naming the sessions that held it up (migrations.RetryLockTimeouts).
 func up(ctx context.Context, db *sql.DB, provider *goose.Provider, out io.Writer) error {
-	results, err := provider.Up(ctx)
-	var partial *goose.PartialError
-	if errors.As(err, &partial) {
-		results = partial.Applied
-	}
-	for _, result := range results {
-		fmt.Fprintln(out, result)
-	}
+	var results []*goose.MigrationResult
+	err := migrations.RetryLockTimeouts(ctx, db, func(ctx context.Context) error {
+		applied, err := provider.Up(ctx)
+		var partial *goose.PartialError
+		if errors.As(err, &partial) {
+			applied = partial.Applied
+		}
+		for _, result := range applied {
+			fmt.Fprintln(out, result)
+		}
+		results = append(results, applied...)
+		if err != nil && migrations.IsLockTimeout(err) {
+			fmt.Fprintf(out, "a migration gave up waiting %s for a lock\n", migrations.LockTimeout)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("error migrating up: %w", err)
 	}
-	riverVersions, err := migrations.RiverUp(ctx, db)
+	var riverVersions []int
+	err = migrations.RetryLockTimeouts(ctx, db, func(ctx context.Context) (err error) {
+		riverVersions, err = migrations.RiverUp(ctx, db)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("error migrating up: %w", err)
 	}
 	for _, v := range riverVersions {
 		fmt.Fprintf(out, "OK    up River migration %d\n", v)
 	}
-	distributed, err := migrations.CitusUp(ctx, db)
+	var distributed []string
+	err = migrations.RetryLockTimeouts(ctx, db, func(ctx context.Context) (err error) {
+		distributed, err = migrations.CitusUp(ctx, db)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("error migrating up: %w", err)
 	}

@@ -156,7 +156,7 @@ func TestSIGTERMWhileSending(t *testing.T) {
 
 	// The server has not answered when the grace period ends. Whether it will deliver is not
 	// known; releasing the job would mail the receipt again at once, so it is left running for
-	// River to rescue, an hour later.
+	// River to rescue after workers.RescueStuckJobsAfter.
 	t.Run("LeavesAJobWhoseMessageIsAtTheServerRunning", func(t *testing.T) {
 		t.Parallel()
 		w := setup(t)

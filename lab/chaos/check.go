@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/internal/testing/invariants"
 	"github.com/rocketrides/rocketrides/workers"
 )
@@ -94,7 +96,59 @@ func (s *soak) check(ctx context.Context) (*invariants.Report, error) {
 		s.fail("%d copies of receipts were mailed, more than the %d the receipt contract allows (-max-duplicate-receipts): %s",
 			report.DuplicateEmails, bound, firstFew(report.Duplicates, 5))
 	}
+	if err := s.checkReceiptDelays(ctx); err != nil {
+		return nil, err
+	}
 	return report, nil
+}
+
+// checkReceiptDelays holds every receipt mailed, of a ride or of a refund, to the bound
+// docs/receipts.md states: within workers.ReceiptRescueBound of its staging, and of the
+// attempt a fault caught in flight, to which the time the database was down during the soak is
+// added. A receipt job left running until River's default rescue, an hour, is never mailed
+// within the soak and is reported as unsent instead.
+func (s *soak) checkReceiptDelays(ctx context.Context) error {
+	bound := workers.ReceiptRescueBound
+	s.mu.Lock()
+	for _, d := range s.unavailable {
+		bound += d
+	}
+	s.mu.Unlock()
+	err := s.st.pool.QueryRow(ctx, `
+		SELECT coalesce(extract(epoch FROM max(finalized_at - (metadata->>$2)::timestamptz)), 0)
+		FROM river_job WHERE kind = ANY($1) AND state = 'completed' AND metadata ? $2`,
+		receiptKinds, stagedat.Key).Scan(&s.receiptDelayMaxSeconds)
+	if err != nil {
+		return fmt.Errorf("error reading receipt delays: %w", err)
+	}
+	rows, err := s.st.pool.Query(ctx, `
+		SELECT kind, args->>'ride_id', extract(epoch FROM finalized_at - (metadata->>$2)::timestamptz)
+		FROM river_job
+		WHERE kind = ANY($1) AND state = 'completed' AND metadata ? $2
+		  AND finalized_at - (metadata->>$2)::timestamptz > make_interval(secs => $3)
+		ORDER BY 3 DESC`, receiptKinds, stagedat.Key, bound.Seconds())
+	if err != nil {
+		return fmt.Errorf("error reading receipt delays: %w", err)
+	}
+	var late []string
+	for rows.Next() {
+		var (
+			kind, rideID string
+			seconds      float64
+		)
+		if err := rows.Scan(&kind, &rideID, &seconds); err != nil {
+			return fmt.Errorf("error reading receipt delays: %w", err)
+		}
+		late = append(late, fmt.Sprintf("%s of ride %s after %.1f s", kind, rideID, seconds))
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("error reading receipt delays: %w", err)
+	}
+	if len(late) > 0 {
+		s.fail("%d receipts were mailed later than %s after they were staged (workers.ReceiptRescueBound and the outages): %s",
+			len(late), bound.Round(time.Second), firstFew(late, 5))
+	}
+	return nil
 }
 
 // notePendingRefundFaults notes the refund faults still queued at Stripe, which never struck:
@@ -120,12 +174,13 @@ func (s *soak) notePendingRefundFaults(ctx context.Context) error {
 // bound. Receipts are sent at least once: a worker that cannot record a receipt it has mailed
 // within workers.RecordTimeout mails it again on the job's retry. So copies come only from the
 // jobs in flight when a worker died, or lost its database for longer than that timeout. A job
-// in flight on a worker the soak killed stays running until settle rescues it (see
-// rescueOrphanedJobs), so each rescued job may be one copy. The database restarts (2 s at most)
-// and tuned failovers are shorter than the timeout, and for each outage that was not (a
-// failover with pg_auto_failover's default timing), every worker may mail its jobs in flight
-// again: its concurrency (workers.ConcurrencyDefault). One more is allowed for a restart that a
-// loaded machine stretches past the timeout, unseen; a bug that mails twice does so by the dozen.
+// in flight on a worker the soak killed, or cut off from the database, stays running until
+// River's rescuer takes it up again (see countRescuedJobs), so each rescued job may be one copy.
+// The database restarts (2 s at most) and tuned failovers are shorter than the timeout, and for
+// each outage that was not (a failover with pg_auto_failover's default timing), every worker may
+// mail its jobs in flight again: its concurrency (workers.ConcurrencyDefault). One more is
+// allowed for a restart that a loaded machine stretches past the timeout, unseen; a bug that
+// mails twice does so by the dozen.
 func (s *soak) duplicateReceiptBound() int {
 	if s.cfg.maxDuplicates >= 0 {
 		return s.cfg.maxDuplicates

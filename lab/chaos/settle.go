@@ -13,6 +13,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/phases"
+	"github.com/rocketrides/rocketrides/workers"
 )
 
 // Settling bounds, far above what settling takes: the completer needs its min age, or a lock
@@ -20,7 +21,9 @@ import (
 // hundred milliseconds.
 const (
 	completerWait = 30 * time.Second
-	drainWait     = 60 * time.Second
+	// drainWait lets River's rescuer take up a receipt job that a killed worker, or one cut off
+	// from the database, left running just before the soak ended.
+	drainWait = workers.ReceiptRescueBound
 	// retryJobsAfter is when the drain starts retrying failed receipt jobs at once instead of
 	// waiting out River's backoff (attempt⁴ seconds: 16 s after a second failure, 81 s after a
 	// third), as an operator would with "retry now". Before it, jobs retry on their own.
@@ -54,7 +57,7 @@ func (s *soak) settle(ctx context.Context) error {
 			s.fail("%v", err)
 		}
 	}
-	if err := s.restartWorkers(ctx); err != nil {
+	if err := s.restartWorkers(); err != nil {
 		return err
 	}
 	if err := s.st.waitReady(ctx); err != nil {
@@ -100,25 +103,22 @@ func (s *soak) countUnfinished(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// restartWorkers stops every worker, notes the database's time, and starts them again, as a
-// deploy would. A receipt job still running that a worker took before that moment was taken by
-// a process that is gone, one the soak killed: drain makes it available again.
-func (s *soak) restartWorkers(ctx context.Context) error {
-	var workers []*service
+// restartWorkers stops every worker and starts it again, as a deploy would. A receipt job a
+// killed worker left running is River's rescuer's, which takes it up again within
+// workers.ReceiptRescueBound of its attempt's start, as in production: drain waits for that.
+func (s *soak) restartWorkers() error {
+	var ws []*service
 	for _, svc := range s.st.background {
 		if svc.name == "worker" {
-			workers = append(workers, svc)
+			ws = append(ws, svc)
 		}
 	}
-	for _, svc := range workers {
+	for _, svc := range ws {
 		if err := svc.stop(); err != nil {
 			s.fail("%v", err)
 		}
 	}
-	if err := s.st.pool.QueryRow(ctx, `SELECT now()`).Scan(&s.workersRestarted); err != nil {
-		return fmt.Errorf("error reading the database's time: %w", err)
-	}
-	for _, svc := range workers {
+	for _, svc := range ws {
 		if err := svc.start(); err != nil {
 			return err
 		}
@@ -140,9 +140,6 @@ func (s *soak) drain(ctx context.Context) error {
 	}
 	start := time.Now()
 	for {
-		if err := s.rescueOrphanedJobs(ctx); err != nil {
-			return err
-		}
 		var staged, pending, unsent, refundsUnsent int
 		err := s.st.pool.QueryRow(ctx, `
 			SELECT (SELECT count(*) FROM staged_jobs),
@@ -162,13 +159,13 @@ func (s *soak) drain(ctx context.Context) error {
 			}
 			if unapplied == 0 {
 				s.progress("drained in %.1fs", time.Since(start).Seconds())
-				return nil
+				return s.countRescuedJobs(ctx)
 			}
 		}
 		if time.Since(start) > drainWait {
 			s.progress("not drained after %s: %d staged jobs, %d receipt jobs pending (%s), %d receipts and %d refund receipts unsent, %d Stripe events unapplied (-1: not counted)",
 				drainWait, staged, pending, s.pendingJobStates(ctx), unsent, refundsUnsent, unapplied)
-			return nil
+			return s.countRescuedJobs(ctx)
 		}
 		if time.Since(start) > retryJobsAfter {
 			if err := s.retryWaitingJobs(ctx, riverClient); err != nil {
@@ -181,36 +178,26 @@ func (s *soak) drain(ctx context.Context) error {
 	}
 }
 
-// rescueOrphanedJobs makes receipt jobs available again that are running, and were taken before
-// the workers were restarted (see restartWorkers): no process works them any more. River's
-// rescuer would do the same, but only after an hour (RescueStuckJobsAfter), long past a soak's
-// end. Each such job may mail its receipt a second time, if the killed worker had mailed it and
-// not yet recorded it: duplicateReceiptBound counts one copy for each.
-func (s *soak) rescueOrphanedJobs(ctx context.Context) error {
-	if s.workersRestarted.IsZero() {
-		return nil
-	}
-	rows, err := s.st.pool.Query(ctx, `
-		UPDATE river_job SET state = 'available', scheduled_at = now()
-		WHERE kind = ANY($1) AND state = 'running' AND attempted_at < $2
-		RETURNING id, kind, args->>'ride_id'`, receiptKinds, s.workersRestarted)
+// countRescuedJobs counts the receipt jobs that River's rescuer took up again after they were
+// left running, by a worker killed or cut off from the database mid-attempt: each may have
+// mailed its receipt before, and duplicateReceiptBound counts one copy for each.
+func (s *soak) countRescuedJobs(ctx context.Context) error {
+	var n int
+	err := s.st.pool.QueryRow(ctx, `
+		SELECT count(*) FROM river_job
+		WHERE kind = ANY($1) AND EXISTS (SELECT FROM unnest(errors) e WHERE e->>'error' = $2)`,
+		receiptKinds, riverRescueError).Scan(&n)
 	if err != nil {
-		return fmt.Errorf("error rescuing receipt jobs a gone worker left running: %w", err)
+		return fmt.Errorf("error counting receipt jobs River rescued: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			id           int64
-			kind, rideID string
-		)
-		if err := rows.Scan(&id, &kind, &rideID); err != nil {
-			return fmt.Errorf("error rescuing receipt jobs a gone worker left running: %w", err)
-		}
-		s.jobsRescued++
-		s.events.note(fmt.Sprintf("rescued %s job %d of ride %s, left running by a worker that is gone", kind, id, rideID))
-	}
-	return rows.Err()
+	s.mu.Lock()
+	s.jobsRescued = n
+	s.mu.Unlock()
+	return nil
 }
+
+// riverRescueError is the error River's rescuer records on each job it takes up again.
+const riverRescueError = "Stuck job rescued by JobRescuer"
 
 // unappliedEvents counts the events of refunds and disputes that Stripe emitted and that the
 // webhook has not applied (recorded in stripe_events) yet.

@@ -43,15 +43,15 @@ type soak struct {
 	refusedActions   int               // dashboard refunds and disputes Stripe refused: the charge was refunded or disputed already
 
 	// What settling found.
-	unfinishedAtSoakEnd   int // keys not finished when the faults stopped
-	unfinishedAfterSettle int // keys neither the clients nor the completer finished
-	redriven              int
-	jobsRetriedEarly      int
-	jobsRescued           int       // receipt jobs left running by a worker that is gone, made available again
-	workersRestarted      time.Time // by the database's clock: every worker process running since started after it
-	stripeChargeRequests  int
-	refundFaultsPending   map[string]int // refund faults queued and never struck, by the stand-in's name; nil: unknown
-	failures              []string       // broken promises that are no invariant of the data: unclean stops, client bugs
+	unfinishedAtSoakEnd    int // keys not finished when the faults stopped
+	unfinishedAfterSettle  int // keys neither the clients nor the completer finished
+	redriven               int
+	jobsRetriedEarly       int
+	jobsRescued            int     // receipt jobs left running by a worker killed or cut off, taken up again by River
+	receiptDelayMaxSeconds float64 // the longest from a receipt's staging to its job's completion
+	stripeChargeRequests   int
+	refundFaultsPending    map[string]int // refund faults queued and never struck, by the stand-in's name; nil: unknown
+	failures               []string       // broken promises that are no invariant of the data: unclean stops, client bugs
 }
 
 func newSoak(cfg *config, st *stack, events *eventLog, progress func(string, ...any)) *soak {
@@ -174,8 +174,8 @@ func (s *soak) inject(ctx context.Context, f fault) {
 	case faultBackgroundKill:
 		// Not the reaper, which has nothing to do in a soak. A worker killed between mailing a
 		// receipt and recording it mails it again, which is documented at-least-once behaviour;
-		// its jobs stay running until River would rescue them an hour later, and settle rescues
-		// them sooner (see drain), each a receipt that may go out twice.
+		// its jobs stay running until River's rescuer takes them up again
+		// (workers.RescueStuckJobsAfter), each a receipt that may go out twice.
 		var targets []*service
 		for _, svc := range s.st.background {
 			if svc.name != "reaper" {

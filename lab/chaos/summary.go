@@ -49,9 +49,11 @@ type summary struct {
 	CompleterFinished       int `json:"completer_finished"`
 	Fenced                  int `json:"fenced"`
 	ReceiptJobsRetriedEarly int `json:"receipt_jobs_retried_early"`
-	ReceiptJobsRescued      int `json:"receipt_jobs_rescued"` // left running by a killed worker
+	ReceiptJobsRescued      int `json:"receipt_jobs_rescued"` // left running by a worker killed or cut off; River's rescuer took them up
 	ReceiptRaces            int `json:"receipt_races"`
-	StripeChargeRequests    int `json:"stripe_charge_requests"`
+	// ReceiptDelayMax is the longest, in seconds, from a receipt's staging to its mailing.
+	ReceiptDelayMax      float64 `json:"receipt_delay_max_s"`
+	StripeChargeRequests int     `json:"stripe_charge_requests"`
 
 	// AnswersByStatus counts the API's answers to every attempt; a 500 is a broken promise
 	// (a failure), since no fault of the soak leaves the server unsure of anything but what a
@@ -144,6 +146,7 @@ func (sum *summary) addSoak(s *soak) {
 	sum.UnfinishedAtSoakEnd, sum.UnfinishedAfterSettle = s.unfinishedAtSoakEnd, s.unfinishedAfterSettle
 	sum.ReceiptJobsRetriedEarly = s.jobsRetriedEarly
 	sum.ReceiptJobsRescued = s.jobsRescued
+	sum.ReceiptDelayMax = s.receiptDelayMaxSeconds
 	sum.StripeChargeRequests = s.stripeChargeRequests
 	sum.DuplicateBound = s.duplicateReceiptBound()
 	sum.AnswersByStatus = map[string]int{}
@@ -271,7 +274,8 @@ func (sum *summary) print(w io.Writer) {
 	row("keys the completer finished", "%d", sum.CompleterFinished)
 	row("stalled requests fenced off", "%d (answered 409 after losing their key)", sum.Fenced)
 	row("receipt jobs retried early", "%d", sum.ReceiptJobsRetriedEarly)
-	row("receipt jobs rescued", "%d (left running by a killed worker)", sum.ReceiptJobsRescued)
+	row("receipt jobs rescued", "%d (left running by a worker killed or cut off from the database)", sum.ReceiptJobsRescued)
+	row("longest receipt", "%.1f s from its staging to the mail server (bound: workers.ReceiptRescueBound and the outages)", sum.ReceiptDelayMax)
 	if len(sum.Unavailable) > 0 {
 		row("failovers", "%d; seconds from the primary's loss to the first ride booked: %s, median %.1f",
 			len(sum.Unavailable), formatSeconds(sum.Unavailable), median(sum.Unavailable))
