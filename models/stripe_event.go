@@ -38,8 +38,9 @@ func StripeEventSetRide(ctx context.Context, db DBTX, id string, rideID int64) e
 // KeptStripeEvent is an event that came before any ride recorded its charge, kept to be applied
 // by the transaction that records it.
 type KeptStripeEvent struct {
-	ID     string
-	Status RideStatus
+	ID       string
+	ChargeID string
+	Status   RideStatus
 }
 
 // StripeEventsKeptFor queues on batch the read of the events kept for chargeID, and appends them
@@ -49,7 +50,7 @@ func StripeEventsKeptFor(batch *pgx.Batch, chargeID string, kept *[]KeptStripeEv
 		SELECT id, ride_status FROM stripe_events
 		WHERE charge_id = $1 AND ride_id IS NULL`, chargeID,
 	).Query(func(rows pgx.Rows) error {
-		var event KeptStripeEvent
+		event := KeptStripeEvent{ChargeID: chargeID}
 		_, err := pgx.ForEachRow(rows, []any{&event.ID, &event.Status}, func() error {
 			*kept = append(*kept, event)
 			return nil
@@ -70,4 +71,20 @@ func StripeEventsSetRide(batch *pgx.Batch, ids []string, rideID int64) {
 			}
 			return nil
 		})
+}
+
+// StripeEventListKept returns up to limit of the events kept for a charge and received within
+// the last receivedWithin, oldest first.
+func StripeEventListKept(ctx context.Context, db DBTX, receivedWithin time.Duration, limit int) ([]KeptStripeEvent, error) {
+	rows, _ := db.Query(ctx, `
+		SELECT id, charge_id, ride_status FROM stripe_events
+		WHERE ride_id IS NULL AND charge_id IS NOT NULL
+			AND received_at > now() - make_interval(secs => $1)
+		ORDER BY received_at
+		LIMIT $2`, receivedWithin.Seconds(), limit)
+	kept, err := pgx.CollectRows(rows, pgx.RowToStructByPos[KeptStripeEvent])
+	if err != nil {
+		return nil, fmt.Errorf("error listing kept Stripe events: %w", err)
+	}
+	return kept, nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -137,6 +139,43 @@ func applyKeptEvents(batch *pgx.Batch, ride *models.Ride, kept []models.KeptStri
 		ride.Status = status
 	}
 	models.StripeEventsSetRide(batch, ids, ride.ID)
+}
+
+// ApplyKeptStripeEvents applies the events kept for a charge that a ride records by now, up to
+// limit of those received within the last receivedWithin, and returns how many it applied.
+// recordCharge applies an event kept for its charge; this catches one it did not see. On a single
+// Postgres that cannot happen (see ApplyStripeEvent). On Citus it can: the event is kept on the
+// coordinator and the charge recorded on a worker, and no node sees both transactions, so each
+// can commit without seeing the other. The completer calls it on every pass.
+func (e *Executor) ApplyKeptStripeEvents(ctx context.Context, receivedWithin time.Duration, limit int) (int, error) {
+	kept, err := models.StripeEventListKept(ctx, e.pool, receivedWithin, limit)
+	if err != nil || len(kept) == 0 {
+		return 0, err
+	}
+	byCharge := map[string][]models.KeptStripeEvent{}
+	for _, event := range kept {
+		byCharge[event.ChargeID] = append(byCharge[event.ChargeID], event)
+	}
+	rides, err := models.RideListByStripeChargeIDs(ctx, e.pool, slices.Collect(maps.Keys(byCharge)))
+	if err != nil {
+		return 0, err
+	}
+	applied := 0
+	for _, ride := range rides {
+		ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
+		// One transaction a ride: on Citus, the coordinator's events and one rider's worker.
+		_, err := e.inSerializableTx(ctx, func(ctx context.Context, tx *phaseTx) error {
+			// The raise is judged again in SQL, against the status the ride has by then.
+			applyKeptEvents(&tx.Writes, ride, byCharge[*ride.StripeChargeID])
+			return nil
+		})
+		cancel()
+		if err != nil {
+			return applied, fmt.Errorf("error applying the Stripe events kept for ride %d: %w", ride.ID, err)
+		}
+		applied += len(byCharge[*ride.StripeChargeID])
+	}
+	return applied, nil
 }
 
 // checkEvent refuses an event whose id or creation time no honest event of Stripe's has.
