@@ -142,7 +142,7 @@ type Result struct {
 
 	// StripeEventsApplied counts the Stripe events kept for a charge that the pass applied to
 	// the ride that records it (see phases.ApplyKeptStripeEvents).
-	StripeEventsApplied int `json:"stripe_events_applied"`
+	StripeEventsApplied int `json:"stripe_events_applied,omitempty"`
 }
 
 // RunOnce takes on one batch of abandoned keys and pushes each to completion.
