@@ -36,7 +36,7 @@ func (b *testBundle) requireEventOfRide(t *testing.T, event *stripe.Event, rideI
 	}
 }
 
-func TestStripeEventBeforeTheCharge(t *testing.T) {
+func TestStripeEventBeforeItsRecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
@@ -111,5 +111,32 @@ func TestStripeEventBeforeTheCharge(t *testing.T) {
 		}
 		b.requireStatus(t, rideID, models.RideStatusRefunded)
 		b.requireEventOfRide(t, event, rideID)
+	})
+
+	// The cancel's own refund is reported before the cancel records it: Stripe refunded, the
+	// answer was lost, and the charge.refunded came. The ride, which records its charge, shows
+	// refunded at once; the retry of the cancel records the refund, and cancelled outranks it.
+	t.Run("RefundEventBeforeTheCancelRecordsIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		b.Stripe.InjectRefundFaults(fakestripe.FaultChargeThenDrop, 1)
+		executor := New(b.Pool, b.FreshConnStripeClient(), b.executor.logger, b.executor.config)
+		var unavailable *PaymentUnavailableError
+		if _, err := executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey)); !errors.As(err, &unavailable) {
+			t.Fatalf("want the refund's answer lost, got %v", err)
+		}
+		b.requireRefunds(t, *ride.StripeChargeID, 1)
+
+		event := b.lastStripeEvent(t, fakestripe.EventChargeRefunded)
+		if result, rideID, err := b.executor.ApplyStripeEvent(ctx, event); err != nil || result != EventApplied || rideID != ride.ID {
+			t.Fatalf("want the refund applied to ride %d, got %s for ride %d, %v", ride.ID, result, rideID, err)
+		}
+		b.requireStatus(t, ride.ID, models.RideStatusRefunded)
+
+		outcome, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey))
+		requireCancelled(t, outcome, err)
+		b.requireStatus(t, ride.ID, models.RideStatusCancelled)
+		b.requireRefunds(t, *ride.StripeChargeID, 1)
 	})
 }
