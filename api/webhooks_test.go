@@ -1,17 +1,23 @@
 package api_test
 
 import (
+	"log/slog"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/rocketrides/rocketrides/api"
 
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
 	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/phases"
 )
 
 func TestStripeWebhook(t *testing.T) {
@@ -262,6 +268,26 @@ func TestStripeWebhook(t *testing.T) {
 			testutil.ToFloat64(m.StripeEvents.WithLabelValues("charge.dispute.created", metrics.WebhookInvalid)); n != 5 {
 			t.Errorf("want 5 events counted invalid, got %v", n)
 		}
+	})
+
+	// A failure of ours is the one 5xx a signed event gets: with the database gone, a 503, and
+	// Stripe delivers it again later.
+	t.Run("DatabaseDownIs503", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		// A pool of a database that refuses connections: nothing listens on port 1.
+		down, err := pgxpool.New(t.Context(), "postgres://rocketrides@127.0.0.1:1/rocketrides?connect_timeout=2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(down.Close)
+		logger := slog.New(slog.DiscardHandler)
+		server := httptest.NewServer(api.NewServer(down, phases.New(down, b.StripeClient, logger, phases.Config{}), logger,
+			api.Config{Limits: api.Limits{Off: true}, StripeWebhookSecret: testWebhookSecret}).Handler())
+		t.Cleanup(server.Close)
+		b.server = server
+		b.postEvent(t, stripeEvent("evt_db_down", "charge.dispute.created", dispute("ch_db_down")), testWebhookSecret, time.Now()).
+			requireProblem(t, 503, problem.CodeServiceUnavailable)
 	})
 
 	t.Run("OffWithoutASecret", func(t *testing.T) {
