@@ -20,9 +20,9 @@ const rejectedSummaryInterval = 10 * time.Second
 // logRequests logs one line per request, after it is answered, with two exceptions that keep
 // the log of a busy API readable. Health and readiness checks, which a load balancer sends every
 // few seconds and which say nothing new while they pass, are logged at debug level only (a
-// failing /readyz logs its cause as a warning of its own). Rejected requests (401, 404, 405,
-// 429), which a client can send as fast as it likes, are logged in full for the first of each
-// status and then counted, and rejectedLog logs the counts at a bounded rate.
+// failing /readyz logs its cause as a warning of its own). Rejected requests (every 4xx), which
+// a client can send as fast as it likes, are logged in full for the first of each status and
+// then counted, and rejectedLog logs the counts at a bounded rate.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return s.logRequestsTo(newRejectedLog(s.logger, rejectedSummaryInterval, time.AfterFunc), next)
 }
@@ -55,15 +55,12 @@ func isHealthCheck(r *http.Request) bool {
 	return r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz")
 }
 
-// isRejection reports whether status is one that any client can provoke at will and in bulk
-// without touching a ride: no or a wrong token, a route or ride that does not exist, a method a
-// route does not take, or a rate limit.
+// isRejection reports whether status refuses the request: any 4xx, which a client can provoke
+// at will and in bulk (an unsigned webhook, a malformed body, a wrong token, a route that does
+// not exist, a rate limit). What a refusal did to a ride has a line of its own elsewhere (the
+// Stripe call of a declined card, a refused Stripe event).
 func isRejection(status int) bool {
-	switch status {
-	case http.StatusUnauthorized, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusTooManyRequests:
-		return true
-	}
-	return false
+	return status >= 400 && status < 500
 }
 
 // afterFunc is time.AfterFunc; tests replace it to end an interval when they choose.

@@ -73,14 +73,14 @@ func TestRejectedRequestsAreSummarized(t *testing.T) {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, fmt.Sprintf("/%d", status), nil))
 	}
 
-	// 10,000 rejected requests, 2,500 of each status, over ten intervals; and, among them, 100
+	// 10,000 rejected requests, 1,250 of each status, over ten intervals; and, among them, 100
 	// other requests, which are all logged.
-	rejections := []int{401, 404, 405, 429}
+	rejections := []int{400, 401, 402, 404, 405, 409, 413, 429}
 	const n, perInterval = 10_000, 1_000
 	for i := range n {
 		send(rejections[i%len(rejections)])
 		if i%100 == 0 {
-			send(http.StatusBadRequest)
+			send(http.StatusCreated)
 		}
 		if (i+1)%perInterval == 0 && !intervals.end() {
 			t.Fatal("want an interval pending while rejected requests come")
@@ -110,7 +110,7 @@ func TestRejectedRequestsAreSummarized(t *testing.T) {
 		t.Fatalf("want one summary per interval, %d, got %d", n/perInterval, summaries)
 	}
 	if got, want := len(lines), len(rejections)+n/perInterval+n/100; got != want {
-		t.Fatalf("want %d lines (one per status, one per interval, and the 400s), got %d", want, got)
+		t.Fatalf("want %d lines (one per status, one per interval, and the 201s), got %d", want, got)
 	}
 	for _, status := range rejections {
 		if inFull[float64(status)] != 1 || inFull[float64(status)]+int(summarized[strconv.Itoa(status)]) != n/len(rejections) {
@@ -118,8 +118,8 @@ func TestRejectedRequestsAreSummarized(t *testing.T) {
 				status, n/len(rejections)-1, inFull[float64(status)], summarized)
 		}
 	}
-	if inFull[http.StatusBadRequest] != n/100 {
-		t.Fatalf("want every 400 logged, got %d", inFull[http.StatusBadRequest])
+	if inFull[http.StatusCreated] != n/100 {
+		t.Fatalf("want every 201 logged, got %d", inFull[http.StatusCreated])
 	}
 
 	t.Run("AQuietIntervalEndsTheWindow", func(t *testing.T) {
@@ -171,6 +171,31 @@ func TestRequestLogThroughTheRouter(t *testing.T) {
 		}
 		if len(lines) != 3 || !statuses[401] || !statuses[404] || !statuses[405] {
 			t.Fatalf("want one line for each of 401, 404 and 405, got %v", lines)
+		}
+	})
+
+	// A flood of unsigned posts to the webhook, which anyone can send, is summarised like any
+	// other refusal: 2,000 of them write at most 100 lines.
+	t.Run("UnsignedWebhooksAreSummarized", func(t *testing.T) {
+		t.Parallel()
+		logger, buf := testLogger(slog.LevelInfo)
+		h := NewServer(nil, nil, logger, Config{Limits: Limits{Off: true}, StripeWebhookSecret: "whsec_log_test"}).Handler()
+		const posts = 2000
+		refused := 0
+		for range posts {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/webhooks/stripe",
+				strings.NewReader(`{"id":"evt_1","object":"event","type":"charge.refunded"}`)))
+			if w.Code == http.StatusBadRequest {
+				refused++
+			}
+		}
+		lines := logLines(t, buf)
+		if refused != posts || len(lines) > 100 {
+			t.Fatalf("want %d posts refused with at most 100 log lines, got %d refused and %d lines", posts, refused, len(lines))
+		}
+		if len(lines) == 0 || lines[0]["status"] != 400.0 {
+			t.Fatalf("want the first refusal logged in full, got %v", lines)
 		}
 	})
 

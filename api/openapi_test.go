@@ -463,6 +463,9 @@ func TestContractAnswers(t *testing.T) {
 		{answer: webhook(400, problem.CodeWebhookSignatureInvalid), send: func(t *testing.T, b *testBundle) *response {
 			return b.postEvent(t, stripeEvent("evt_contract", "charge.refunded", refundedCharge("ch_x", true)), "whsec_wrong", time.Now())
 		}},
+		{answer: webhook(400, problem.CodeWebhookEventInvalid), send: func(t *testing.T, b *testBundle) *response {
+			return b.postEvent(t, stripeEvent("evt_contract", "charge.dispute.created", `{"id":"dp_x","object":"dispute"}`), testWebhookSecret, time.Now())
+		}},
 		{answer: webhook(400, problem.CodeInvalidParameter), send: func(t *testing.T, b *testBundle) *response {
 			return b.do(t, http.MethodPost, "/webhooks/stripe", map[string]string{"Stripe-Signature": "t=1,v1=00"},
 				strings.Repeat(" ", 257<<10))

@@ -137,6 +137,10 @@ var pinnedCodes = []pinnedCode{
 			return b.do(t, http.MethodPost, "/rides", map[string]string{
 				"Authorization": "Bearer " + b.Rider.Token, "Idempotency-Key": testKey, "Content-Type": "text/plain"}, testBody)
 		}},
+	{code: "webhook_event_invalid", constant: problem.CodeWebhookEventInvalid, status: 400,
+		provoke: func(t *testing.T, b *testBundle) *response {
+			return b.postEvent(t, stripeEvent("evt_1", "charge.dispute.created", `{"id":"dp_1","object":"dispute"}`), testWebhookSecret, time.Now())
+		}},
 	{code: "webhook_signature_invalid", constant: problem.CodeWebhookSignatureInvalid, status: 400,
 		provoke: func(t *testing.T, b *testBundle) *response {
 			return b.postEvent(t, stripeEvent("evt_1", "charge.refunded", refundedCharge("ch_1", true)), "whsec_wrong", time.Now())

@@ -257,9 +257,14 @@ func (b *testBundle) postEvent(t *testing.T, event string, secret string, signed
 
 // stripeEvent is a Stripe Event of type about object, as Stripe sends it.
 func stripeEvent(id, eventType, object string) string {
+	return stripeEventOf(id, eventType, object, stripe.APIVersion, time.Now().Unix())
+}
+
+// stripeEventOf is stripeEvent from an account on apiVersion, created at created (Unix time).
+func stripeEventOf(id, eventType, object, apiVersion string, created int64) string {
 	return fmt.Sprintf(`{"id":%q,"object":"event","api_version":%q,"created":%d,"livemode":false,`+
 		`"pending_webhooks":1,"request":{"id":null,"idempotency_key":null},"type":%q,"data":{"object":%s}}`,
-		id, stripe.APIVersion, time.Now().Unix(), eventType, object)
+		id, apiVersion, created, eventType, object)
 }
 
 // refundedCharge and dispute are the objects of charge.refunded and charge.dispute.created.

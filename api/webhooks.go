@@ -26,6 +26,7 @@ const webhookMaxBytes = 256 << 10
 //
 // Stripe delivers each event at least once, retrying until it gets a 2xx, in no particular
 // order: phases.ApplyStripeEvent applies each event once, and any order to the same end. A
+// signed event that cannot be applied as sent is a 400 that says why and stores nothing; only a
 // failure of ours answers 5xx, and Stripe delivers again later.
 func (s *Server) stripeWebhook(w http.ResponseWriter, r *http.Request) {
 	payload, err := io.ReadAll(http.MaxBytesReader(w, r.Body, webhookMaxBytes))
@@ -38,6 +39,11 @@ func (s *Server) stripeWebhook(w http.ResponseWriter, r *http.Request) {
 	// differs from stripe-go's would otherwise have every event refused for good.
 	event, err := webhook.ConstructEventWithOptions(payload, r.Header.Get("Stripe-Signature"), s.webhookSecret,
 		webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
+	if err != nil && !signatureError(err) {
+		// The signature verified; the body is no Stripe event.
+		s.refuseEvent(w, r, metrics.WebhookTypeOther, "", "The event's body is not a Stripe event: "+err.Error())
+		return
+	}
 	if err != nil {
 		s.metrics.StripeEvents.WithLabelValues(metrics.WebhookTypeOther, metrics.WebhookSignatureInvalid).Inc()
 		detail := "The event's Stripe-Signature does not verify."
@@ -56,11 +62,15 @@ func (s *Server) stripeWebhook(w http.ResponseWriter, r *http.Request) {
 		eventType = metrics.WebhookTypeOther
 	}
 	result, rideID, err := s.executor.ApplyStripeEvent(r.Context(), &event)
+	if invalid, ok := errors.AsType[*phases.InvalidEventError](err); ok {
+		s.refuseEvent(w, r, eventType, invalid.EventID, "The event cannot be applied as sent: "+invalid.Reason)
+		return
+	}
 	if err != nil {
 		s.metrics.StripeEvents.WithLabelValues(eventType, metrics.WebhookError).Inc()
 		s.logger.ErrorContext(r.Context(), "API: failed to apply Stripe event",
 			slog.String("stripe_event_id", event.ID), slog.String("type", string(event.Type)), slog.String("error", err.Error()))
-		if models.IsUnavailable(err) {
+		if models.IsUnavailable(err) || errors.Is(err, phases.ErrCommitOutcomeUnknown) || errors.Is(err, phases.ErrConflict) {
 			writeProblem(w, errDatabaseUnavailable())
 			return
 		}
@@ -72,4 +82,31 @@ func (s *Server) stripeWebhook(w http.ResponseWriter, r *http.Request) {
 		slog.String("stripe_event_id", event.ID), slog.String("type", string(event.Type)),
 		slog.String("result", string(result)), slog.Int64("ride_id", rideID))
 	writeJSON(w, http.StatusOK, map[string]bool{"received": true})
+}
+
+// signatureError reports whether err is stripe-go's refusal of an event's signature, rather
+// than of a body that a good signature covers.
+func signatureError(err error) bool {
+	for _, sig := range []error{webhook.ErrNotSigned, webhook.ErrInvalidHeader, webhook.ErrNoValidSignature, webhook.ErrTooOld} {
+		if errors.Is(err, sig) {
+			return true
+		}
+	}
+	return false
+}
+
+// eventIDLogMaxChars bounds the event id a refusal logs: a signed event's id can be as long as
+// its body, and the log line is there to find the event at Stripe's dashboard.
+const eventIDLogMaxChars = 100
+
+// refuseEvent answers a signed event that cannot be applied as sent: a 400 with detail, which
+// Stripe's dashboard shows, logged once with the event's id. Nothing is stored.
+func (s *Server) refuseEvent(w http.ResponseWriter, r *http.Request, eventType, eventID, detail string) {
+	s.metrics.StripeEvents.WithLabelValues(eventType, metrics.WebhookInvalid).Inc()
+	if len(eventID) > eventIDLogMaxChars {
+		eventID = eventID[:eventIDLogMaxChars]
+	}
+	s.logger.WarnContext(r.Context(), "API: Stripe event refused",
+		slog.String("stripe_event_id", eventID), slog.String("detail", detail))
+	writeProblem(w, newError(http.StatusBadRequest, problem.CodeWebhookEventInvalid, "Invalid event", detail))
 }

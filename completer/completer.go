@@ -139,6 +139,10 @@ type Result struct {
 	// Failed counts keys whose run stopped on an error. They stay unlocked at the recovery
 	// point they reached, with the error in last_error, for a later pass.
 	Failed int `json:"failed"`
+
+	// StripeEventsApplied counts the Stripe events kept for a charge that the pass applied to
+	// the ride that records it (see phases.ApplyKeptStripeEvents).
+	StripeEventsApplied int `json:"stripe_events_applied,omitempty"`
 }
 
 // RunOnce takes on one batch of abandoned keys and pushes each to completion.
@@ -180,6 +184,14 @@ func (c *Completer) runOnce(ctx context.Context) (*Result, int, error) {
 	}
 
 	res := &Result{}
+	// Stripe events kept for a charge that a ride records by now, but that its record did not
+	// see (on Citus; see phases.ApplyKeptStripeEvents), as young as the keys taken on.
+	if res.StripeEventsApplied, err = c.executor.ApplyKeptStripeEvents(ctx, c.config.maxAge(), c.config.BatchSize); err != nil {
+		c.logger.WarnContext(ctx, "Completer: failed to apply kept Stripe events; left for the next pass",
+			slog.Int("num_applied", res.StripeEventsApplied), slog.String("error", err.Error()))
+	} else if res.StripeEventsApplied > 0 {
+		c.logger.InfoContext(ctx, "Completer: applied kept Stripe events", slog.Int("num_applied", res.StripeEventsApplied))
+	}
 	skipped := 0
 	for _, key := range keys {
 		if c.beforeComplete != nil {

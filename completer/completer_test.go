@@ -35,6 +35,42 @@ func TestCompleterRunOnce(t *testing.T) {
 		b.runOnce(t, b.completer, Result{})
 	})
 
+	// On Citus the webhook can keep an event for a charge while a worker records it, neither
+	// transaction seeing the other: the event is left kept, its ride charged. The pass applies it;
+	// an event kept for a charge no ride records stays kept, and one received too long ago to
+	// be of a ride still to be recorded is left alone.
+	t.Run("AppliesStripeEventsKeptForARecordedCharge", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		outcome, err := b.executor.CreateRide(context.Background(), newRequest(b.Rider))
+		if err != nil || outcome.StatusCode != 201 {
+			t.Fatalf("want a ride booked, got %+v, %v", outcome, err)
+		}
+		var rideID int64
+		var chargeID string
+		if err := b.Pool.QueryRow(context.Background(), `SELECT id, stripe_charge_id FROM rides`).Scan(&rideID, &chargeID); err != nil {
+			t.Fatal(err)
+		}
+		b.Exec(t, `INSERT INTO stripe_events (id, type, created_at, charge_id, ride_status) VALUES
+			('evt_kept_dispute', 'charge.dispute.created', now(), $1, 'disputed'),
+			('evt_kept_refund', 'charge.refunded', now(), $1, 'refunded'),
+			('evt_not_ours', 'charge.dispute.created', now(), 'ch_not_ours', 'disputed')`, chargeID)
+		b.Exec(t, `INSERT INTO stripe_events (id, type, created_at, received_at, charge_id, ride_status)
+			VALUES ('evt_too_old', 'charge.dispute.created', now(), now() - interval '80 hours', 'ch_too_old', 'disputed')`)
+
+		b.runOnce(t, b.completer, Result{StripeEventsApplied: 2})
+		if n := b.Count(t, `SELECT count(*) FROM rides WHERE id = $1 AND status = 'disputed'`, rideID); n != 1 {
+			t.Fatal("want the ride disputed")
+		}
+		if n := b.Count(t, `SELECT count(*) FROM stripe_events WHERE ride_id = $1`, rideID); n != 2 {
+			t.Fatalf("want both kept events to name the ride, got %d", n)
+		}
+		if n := b.Count(t, `SELECT count(*) FROM stripe_events WHERE ride_id IS NULL`); n != 2 {
+			t.Fatalf("want the other events still kept, got %d", n)
+		}
+		b.runOnce(t, b.completer, Result{})
+	})
+
 	t.Run("EmptyDatabase", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

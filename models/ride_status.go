@@ -72,6 +72,17 @@ func RideRaiseStatus(ctx context.Context, db DBTX, chargeID string, status RideS
 	return id, tag.RowsAffected() == 1, nil
 }
 
+// RideListByStripeChargeIDs returns the rides charged with any of chargeIDs. A charge id names no
+// rider, so on Citus it asks every shard.
+func RideListByStripeChargeIDs(ctx context.Context, db DBTX, chargeIDs []string) ([]*Ride, error) {
+	rows, _ := db.Query(ctx, `SELECT `+rideColumns+` FROM rides WHERE stripe_charge_id = ANY($1)`, chargeIDs)
+	rides, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Ride, error) { return scanRide(row) })
+	if err != nil {
+		return nil, fmt.Errorf("error finding rides by charge: %w", err)
+	}
+	return rides, nil
+}
+
 // DisputedRide is a disputed ride, with when its dispute reached us.
 type DisputedRide struct {
 	*Ride

@@ -4,28 +4,87 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // StripeEventRecord records that the Stripe event id, of type eventType and created at created,
-// is being applied, in the transaction that applies it. It reports false when the event was
-// recorded before: a delivery Stripe repeated, which must change nothing. Two deliveries of one
-// event at once wait on each other at the primary key, and the second reports false once the
-// first commits.
-func StripeEventRecord(ctx context.Context, db DBTX, id, eventType string, created time.Time) (bool, error) {
+// is being applied, in the transaction that applies it. chargeID and status are the charge the
+// event concerns and the ride status it reports, both empty for an event that changes no ride;
+// the event stays kept for the charge until StripeEventSetRide names its ride. It reports false
+// when the event was recorded before: a delivery Stripe repeated, which must change nothing. Two
+// deliveries of one event at once wait on each other at the primary key, and the second reports
+// false once the first commits.
+func StripeEventRecord(ctx context.Context, db DBTX, id, eventType string, created time.Time, chargeID string, status RideStatus) (bool, error) {
 	tag, err := db.Exec(ctx, `
-		INSERT INTO stripe_events (id, type, created_at)
-		VALUES ($1, $2, $3)
-		ON CONFLICT (id) DO NOTHING`, id, eventType, created)
+		INSERT INTO stripe_events (id, type, created_at, charge_id, ride_status)
+		VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, ''))
+		ON CONFLICT (id) DO NOTHING`, id, eventType, created, chargeID, string(status))
 	if err != nil {
 		return false, fmt.Errorf("error recording Stripe event %s: %w", id, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
-// StripeEventSetRide records which ride an event changed.
+// StripeEventSetRide records which ride an event changed; the event is no longer kept.
 func StripeEventSetRide(ctx context.Context, db DBTX, id string, rideID int64) error {
 	if _, err := db.Exec(ctx, `UPDATE stripe_events SET ride_id = $2 WHERE id = $1`, id, rideID); err != nil {
 		return fmt.Errorf("error recording ride of Stripe event %s: %w", id, err)
 	}
 	return nil
+}
+
+// KeptStripeEvent is an event that came before any ride recorded its charge, kept to be applied
+// by the transaction that records it.
+type KeptStripeEvent struct {
+	ID       string
+	ChargeID string
+	Status   RideStatus
+}
+
+// StripeEventsKeptFor queues on batch the read of the events kept for chargeID, and appends them
+// to kept once the batch has run.
+func StripeEventsKeptFor(batch *pgx.Batch, chargeID string, kept *[]KeptStripeEvent) {
+	batch.Queue(`
+		SELECT id, ride_status FROM stripe_events
+		WHERE charge_id = $1 AND ride_id IS NULL`, chargeID,
+	).Query(func(rows pgx.Rows) error {
+		event := KeptStripeEvent{ChargeID: chargeID}
+		_, err := pgx.ForEachRow(rows, []any{&event.ID, &event.Status}, func() error {
+			*kept = append(*kept, event)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("error reading Stripe events kept for charge %s: %w", chargeID, err)
+		}
+		return nil
+	})
+}
+
+// StripeEventsSetRide queues on batch what StripeEventSetRide does, for the events ids.
+func StripeEventsSetRide(batch *pgx.Batch, ids []string, rideID int64) {
+	batch.Queue(`UPDATE stripe_events SET ride_id = $2 WHERE id = ANY($1)`, ids, rideID).
+		Exec(func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() != int64(len(ids)) {
+				return fmt.Errorf("error recording ride %d of Stripe events %v: %w", rideID, ids, ErrNotFound)
+			}
+			return nil
+		})
+}
+
+// StripeEventListKept returns up to limit of the events kept for a charge and received within
+// the last receivedWithin, oldest first.
+func StripeEventListKept(ctx context.Context, db DBTX, receivedWithin time.Duration, limit int) ([]KeptStripeEvent, error) {
+	rows, _ := db.Query(ctx, `
+		SELECT id, charge_id, ride_status FROM stripe_events
+		WHERE ride_id IS NULL AND charge_id IS NOT NULL
+			AND received_at > now() - make_interval(secs => $1)
+		ORDER BY received_at
+		LIMIT $2`, receivedWithin.Seconds(), limit)
+	kept, err := pgx.CollectRows(rows, pgx.RowToStructByPos[KeptStripeEvent])
+	if err != nil {
+		return nil, fmt.Errorf("error listing kept Stripe events: %w", err)
+	}
+	return kept, nil
 }

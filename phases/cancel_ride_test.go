@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stripe/stripe-go/v76"
 
@@ -319,6 +321,43 @@ func TestCancelRide(t *testing.T) {
 		requireProblem(t, outcome, err, 409, problem.CodeRideDisputed)
 		b.requireRefunds(t, *ride.StripeChargeID, 0)
 		b.requireStatus(t, ride.ID, models.RideStatusDisputed)
+	})
+
+	// A dispute that arrives after the claim, while the refund is being recorded, outranks the
+	// cancel: the ride stays disputed, with our refund recorded on it.
+	t.Run("DisputeBetweenTheClaimAndTheRecordStands", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		var dispute stripe.Event
+		if err := json.Unmarshal(fmt.Appendf(nil, `{"id":"evt_late_dispute","object":"event","type":"charge.dispute.created",`+
+			`"created":%d,"data":{"object":{"id":"dp_late","object":"dispute","charge":%q}}}`,
+			time.Now().Unix(), *ride.StripeChargeID), &dispute); err != nil {
+			t.Fatal(err)
+		}
+		disputed := false
+		b.executor.hooks.inPhase = func(ctx context.Context, _ models.DBTX, p models.RecoveryPoint) error {
+			if p != models.RecoveryPointStarted || len(b.Stripe.Refunds()) == 0 || disputed {
+				return nil
+			}
+			disputed = true // atomic phase 2 read the ride; the dispute commits before it does
+			if result, _, err := b.executor.ApplyStripeEvent(ctx, &dispute); err != nil || result != EventApplied {
+				t.Errorf("want the dispute applied, got %s, %v", result, err)
+			}
+			return nil
+		}
+		outcome, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey))
+		if err != nil || outcome.StatusCode != 200 {
+			t.Fatalf("want the cancel answered 200 with its refund, got %+v, %v", outcome, err)
+		}
+		if !disputed {
+			t.Fatal("want the dispute applied between the claim and the record")
+		}
+		b.requireStatus(t, ride.ID, models.RideStatusDisputed)
+		if n := b.Count(t, `SELECT count(*) FROM rides WHERE id = $1 AND stripe_refund_id IS NOT NULL`, ride.ID); n != 1 {
+			t.Fatal("want the refund recorded on the disputed ride")
+		}
+		b.requireRefunds(t, *ride.StripeChargeID, 1)
 	})
 
 	t.Run("BookingKeyIsNotACancelKey", func(t *testing.T) {

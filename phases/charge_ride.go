@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stripe/stripe-go/v76"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
@@ -140,6 +141,12 @@ func (e *Executor) recordCharge(ctx context.Context, tx *phaseTx, r *run, answer
 	}
 	models.RideSetStripeChargeID(&tx.Writes, r.ride.UserID, r.ride.ID, answer.charge.ID) // prepareCharge loaded the ride
 	r.ride.StripeChargeID = &answer.charge.ID
+	// A refund or a dispute of the charge may have come before this record of it, and been kept
+	// for it (ApplyStripeEvent): applied here, in the same transaction.
+	var kept []models.KeptStripeEvent
+	models.StripeEventsKeptFor(&tx.Writes, answer.charge.ID, &kept)
+	ride := r.ride
+	tx.afterWrites(func(batch *pgx.Batch) { applyKeptEvents(batch, ride, kept) })
 	return SetRecoveryPoint{Name: models.RecoveryPointChargeCreated}, nil
 }
 

@@ -33,6 +33,9 @@ type phaseTx struct {
 
 	// Writes are the phase's queued writes, sent by commit.
 	Writes pgx.Batch
+
+	// then queue the writes that depend on what a read among Writes found (see afterWrites).
+	then []func(batch *pgx.Batch)
 }
 
 var serializable = pgx.TxOptions{IsoLevel: pgx.Serializable}
@@ -106,11 +109,27 @@ func (t *phaseTx) writeFirst(queue func(batch *pgx.Batch)) {
 	t.Writes.QueuedQueries = append(first.QueuedQueries, t.Writes.QueuedQueries...)
 }
 
+// afterWrites has then called once the queued writes ran, to queue further writes that depend on
+// what a read queued among them found. Those go in one more round trip before the COMMIT, and
+// only when then queues any: a read that finds nothing costs no round trip.
+func (t *phaseTx) afterWrites(then func(batch *pgx.Batch)) {
+	t.then = append(t.then, then)
+}
+
 // commit sends the queued writes, checks every result, and commits.
 // A commit that fails before its COMMIT leaves the transaction open, for rollback to end.
 func (t *phaseTx) commit(ctx context.Context) error {
 	if len(t.Writes.QueuedQueries) > 0 || t.tx == nil {
 		if err := t.send(ctx, &t.Writes).Close(); err != nil {
+			return err
+		}
+	}
+	more := &pgx.Batch{}
+	for _, then := range t.then {
+		then(more)
+	}
+	if len(more.QueuedQueries) > 0 {
+		if err := t.send(ctx, more).Close(); err != nil {
 			return err
 		}
 	}

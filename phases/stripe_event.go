@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,9 +32,32 @@ type EventResult string
 // The results of ApplyStripeEvent.
 const (
 	EventApplied   EventResult = "applied"   // a new event: recorded, and its ride moved on if it has one
+	EventKept      EventResult = "kept"      // a new event for a charge no ride records yet: recorded, applied once one does
 	EventDuplicate EventResult = "duplicate" // recorded before: a repeated delivery, which changes nothing
 	EventIgnored   EventResult = "ignored"   // a type we do not act on: neither recorded nor applied
 )
+
+// Bounds on what an event may say, so that a signed event that no column can hold is refused
+// before it reaches the database rather than failing there every time Stripe delivers it.
+const (
+	eventIDMaxChars  = 255 // stripe_events.id's CHECK; Stripe's ids are about 30
+	chargeIDMaxChars = 255 // rides.stripe_charge_id's and stripe_events.charge_id's CHECKs
+
+	// eventCreatedMaxAhead is how far past our clock an event's creation may be: clocks differ by
+	// seconds, and Stripe stamps its events when it creates them.
+	eventCreatedMaxAhead = time.Hour
+)
+
+// InvalidEventError is a verified Stripe event that cannot be applied as sent: a dispute with no
+// charge, an id no column holds, a creation time to come. Nothing of it is stored.
+type InvalidEventError struct {
+	EventID string
+	Reason  string // what is wrong with it, in a sentence for Stripe's dashboard
+}
+
+func (e *InvalidEventError) Error() string {
+	return fmt.Sprintf("Stripe event %.100q cannot be applied: %s", e.EventID, e.Reason)
+}
 
 // ApplyStripeEvent applies a verified Stripe event once. The event's id is recorded in the
 // transaction that applies it, so a delivery that Stripe repeats, even at the same moment,
@@ -43,8 +68,17 @@ const (
 //     unless our own cancel got there (cancelled outranks it);
 //   - charge.dispute.created: the ride shows disputed, and `admin list-disputed` lists it.
 //
-// It returns the ride the event moved on, 0 if none.
+// An event can come before the ride records its charge (the charge's answer was lost, and the
+// retry is yet to come): it is kept, with its charge and status, and recordCharge applies it in
+// the transaction that records the charge. Both transactions are SERIALIZABLE, and each reads
+// what the other writes, so when they run at once one of them retries and sees the other.
+//
+// It returns the ride the event moved on, 0 if none, and an *InvalidEventError for an event
+// that cannot be applied as sent.
 func (e *Executor) ApplyStripeEvent(ctx context.Context, event *stripe.Event) (EventResult, int64, error) {
+	if err := checkEvent(event, e.now()); err != nil {
+		return "", 0, err
+	}
 	chargeID, status, err := eventEffect(event)
 	if err != nil || status == "" {
 		return EventIgnored, 0, err
@@ -52,10 +86,14 @@ func (e *Executor) ApplyStripeEvent(ctx context.Context, event *stripe.Event) (E
 	ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
 	defer cancel()
 
+	reported := status // the status a ride of the charge moves to; none without a charge
+	if chargeID == "" {
+		reported = ""
+	}
 	result, rideID := EventApplied, int64(0)
-	err = pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+	_, err = e.inSerializableTx(ctx, func(ctx context.Context, tx *phaseTx) error {
 		result, rideID = EventApplied, 0
-		recorded, err := models.StripeEventRecord(ctx, tx, event.ID, string(event.Type), time.Unix(event.Created, 0))
+		recorded, err := models.StripeEventRecord(ctx, tx, event.ID, string(event.Type), time.Unix(event.Created, 0), chargeID, reported)
 		if err != nil {
 			return err
 		}
@@ -68,7 +106,8 @@ func (e *Executor) ApplyStripeEvent(ctx context.Context, event *stripe.Event) (E
 		}
 		id, _, err := models.RideRaiseStatus(ctx, tx, chargeID, status)
 		if errors.Is(err, models.ErrNotFound) {
-			return nil // a charge that paid for no ride of ours
+			result = EventKept // for the transaction that records the charge
+			return nil
 		}
 		if err != nil {
 			return err
@@ -82,29 +121,105 @@ func (e *Executor) ApplyStripeEvent(ctx context.Context, event *stripe.Event) (E
 	return result, rideID, nil
 }
 
+// applyKeptEvents queues on batch the application of the events kept for ride's charge: the
+// ride moves to the status of highest precedence among them, and each names the ride from now
+// on. It queues nothing when none was kept.
+func applyKeptEvents(batch *pgx.Batch, ride *models.Ride, kept []models.KeptStripeEvent) {
+	if len(kept) == 0 {
+		return
+	}
+	status := ride.Status
+	ids := make([]string, len(kept))
+	for i, event := range kept {
+		status = status.Raise(event.Status)
+		ids[i] = event.ID
+	}
+	if status != ride.Status {
+		models.RideRaiseStatusByID(batch, ride.UserID, ride.ID, status)
+		ride.Status = status
+	}
+	models.StripeEventsSetRide(batch, ids, ride.ID)
+}
+
+// ApplyKeptStripeEvents applies the events kept for a charge that a ride records by now, up to
+// limit of those received within the last receivedWithin, and returns how many it applied.
+// recordCharge applies an event kept for its charge; this catches one it did not see. On a single
+// Postgres that cannot happen (see ApplyStripeEvent). On Citus it can: the event is kept on the
+// coordinator and the charge recorded on a worker, and no node sees both transactions, so each
+// can commit without seeing the other. The completer calls it on every pass.
+func (e *Executor) ApplyKeptStripeEvents(ctx context.Context, receivedWithin time.Duration, limit int) (int, error) {
+	kept, err := models.StripeEventListKept(ctx, e.pool, receivedWithin, limit)
+	if err != nil || len(kept) == 0 {
+		return 0, err
+	}
+	byCharge := map[string][]models.KeptStripeEvent{}
+	for _, event := range kept {
+		byCharge[event.ChargeID] = append(byCharge[event.ChargeID], event)
+	}
+	rides, err := models.RideListByStripeChargeIDs(ctx, e.pool, slices.Collect(maps.Keys(byCharge)))
+	if err != nil {
+		return 0, err
+	}
+	applied := 0
+	for _, ride := range rides {
+		ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
+		// One transaction a ride: on Citus, the coordinator's events and one rider's worker.
+		_, err := e.inSerializableTx(ctx, func(ctx context.Context, tx *phaseTx) error {
+			// The raise is judged again in SQL, against the status the ride has by then.
+			applyKeptEvents(&tx.Writes, ride, byCharge[*ride.StripeChargeID])
+			return nil
+		})
+		cancel()
+		if err != nil {
+			return applied, fmt.Errorf("error applying the Stripe events kept for ride %d: %w", ride.ID, err)
+		}
+		applied += len(byCharge[*ride.StripeChargeID])
+	}
+	return applied, nil
+}
+
+// checkEvent refuses an event whose id or creation time no honest event of Stripe's has.
+func checkEvent(event *stripe.Event, now time.Time) error {
+	switch {
+	case event.ID == "" || len(event.ID) > eventIDMaxChars:
+		return &InvalidEventError{EventID: event.ID, Reason: fmt.Sprintf("its id must have 1 to %d characters.", eventIDMaxChars)}
+	case event.Created <= 0 || event.Created > now.Add(eventCreatedMaxAhead).Unix():
+		return &InvalidEventError{EventID: event.ID, Reason: fmt.Sprintf("it was created at %d (Unix time), not a time to come.", event.Created)}
+	}
+	return nil
+}
+
 // eventEffect says what an event does to a ride: the charge it concerns and the status it
 // reports. An empty status is a type we ignore; an empty charge with a status, an event of a
-// type we record that changes no ride.
+// type we record that changes no ride. An event of a type we act on whose object is not what
+// that type carries is an *InvalidEventError.
 func eventEffect(event *stripe.Event) (chargeID string, status models.RideStatus, err error) {
 	switch event.Type {
 	case EventChargeRefunded:
 		var charge stripe.Charge
 		if err := json.Unmarshal(event.Data.Raw, &charge); err != nil {
-			return "", "", fmt.Errorf("error decoding the charge of event %s: %w", event.ID, err)
+			return "", "", &InvalidEventError{EventID: event.ID, Reason: "its object is not a charge: " + err.Error()}
 		}
 		if !charge.Refunded {
 			return "", models.RideStatusRefunded, nil
 		}
-		return charge.ID, models.RideStatusRefunded, nil
+		chargeID = charge.ID
+		status = models.RideStatusRefunded
 	case EventChargeDisputeCreated:
 		var dispute stripe.Dispute
 		if err := json.Unmarshal(event.Data.Raw, &dispute); err != nil {
-			return "", "", fmt.Errorf("error decoding the dispute of event %s: %w", event.ID, err)
+			return "", "", &InvalidEventError{EventID: event.ID, Reason: "its object is not a dispute: " + err.Error()}
 		}
-		if dispute.Charge == nil || dispute.Charge.ID == "" {
-			return "", "", fmt.Errorf("event %s: a dispute with no charge", event.ID)
+		if dispute.Charge != nil {
+			chargeID = dispute.Charge.ID
 		}
-		return dispute.Charge.ID, models.RideStatusDisputed, nil
+		status = models.RideStatusDisputed
+	default:
+		return "", "", nil
 	}
-	return "", "", nil
+	if chargeID == "" || len(chargeID) > chargeIDMaxChars {
+		return "", "", &InvalidEventError{EventID: event.ID,
+			Reason: fmt.Sprintf("its %s names no charge id of 1 to %d characters.", event.Type, chargeIDMaxChars)}
+	}
+	return chargeID, status, nil
 }

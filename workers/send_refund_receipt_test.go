@@ -1,9 +1,12 @@
 package workers
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/stagedat"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 )
@@ -125,6 +129,36 @@ func TestSendRefundReceiptWorker(t *testing.T) {
 			t.Fatalf("want the first refund receipt left as it was (%+v), got %+v", recorded, again)
 		}
 		b.requireReceipts(t, map[string]float64{metrics.ReceiptSent: 1})
+	})
+
+	// Two jobs for one ride at once both find no refund receipt recorded and both mail one; the
+	// second to record it keeps the first's and says the rider may have two.
+	t.Run("AnotherJobRecordedItMeanwhileKeepsTheFirst", func(t *testing.T) {
+		t.Parallel()
+		var logs proctest.SyncBuffer
+		var refunded atomic.Pointer[models.Ride]
+		b := setupWith(t, func(b *testBundle, deps *Deps) {
+			deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			// The other job records its refund receipt while this one's is being mailed.
+			deps.Mailer = afterSend{Mailer: deps.Mailer, hook: func() {
+				ride := refunded.Load()
+				if _, err := models.RideRefundReceiptRecord(context.Background(), b.pool, ride.UserID, ride.ID, "<other-job@rocketrides.example>"); err != nil {
+					t.Error(err)
+				}
+			}}
+		})
+		ride := b.newRefundedRide(t, b.rider, "ch_refund_raced", "re_refund_raced")
+		refunded.Store(ride)
+		job := b.insertJob(t, refundArgs(ride), nil)
+		if ev := b.waitFinal(t, job); ev.Kind != river.EventKindJobCompleted {
+			t.Fatalf("want the job completed, got %s", ev.Kind)
+		}
+		if r := b.refundReceipt(t, ride); r == nil || r.MessageID != "<other-job@rocketrides.example>" {
+			t.Fatalf("want the other job's refund receipt left as it was, got %+v", r)
+		}
+		if !strings.Contains(logs.String(), "refund receipt was recorded by another job meanwhile") {
+			t.Fatalf("want the second receipt logged, got %s", logs.String())
+		}
 	})
 
 	t.Run("RecordedAlreadySendsNothing", func(t *testing.T) {

@@ -54,9 +54,11 @@ var cancelOutcomes = []string{
 // Webhook results, the values of rocketrides_stripe_events_total's result label.
 const (
 	WebhookApplied          = "applied"           // a new event, applied
+	WebhookKept             = "kept"              // a new event for a charge no ride records yet, kept for it
 	WebhookDuplicate        = "duplicate"         // an event applied before: nothing changed
 	WebhookIgnored          = "ignored"           // a type we do not act on
 	WebhookSignatureInvalid = "signature_invalid" // refused: not signed by Stripe with our secret
+	WebhookInvalid          = "invalid"           // refused: signed, but cannot be applied as sent
 	WebhookError            = "error"             // not applied for a failure of ours; Stripe retries
 )
 

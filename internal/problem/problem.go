@@ -42,6 +42,7 @@ const (
 	CodeServiceUnavailable          Code = "service_unavailable"
 	CodeUnauthorized                Code = "unauthorized"
 	CodeUnsupportedMediaType        Code = "unsupported_media_type"
+	CodeWebhookEventInvalid         Code = "webhook_event_invalid"
 	CodeWebhookSignatureInvalid     Code = "webhook_signature_invalid"
 )
 

@@ -1,0 +1,142 @@
+package phases
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stripe/stripe-go/v76"
+
+	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
+	"github.com/rocketrides/rocketrides/models"
+)
+
+// lastStripeEvent is the last event the stand-in emitted, as the webhook reads it; it must be of
+// type eventType.
+func (b *testBundle) lastStripeEvent(t *testing.T, eventType string) *stripe.Event {
+	t.Helper()
+	events := b.Stripe.WebhookEvents()
+	if len(events) == 0 || events[len(events)-1].Type != eventType {
+		t.Fatalf("want the stand-in's last event a %s, got %+v", eventType, events)
+	}
+	var event stripe.Event
+	if err := json.Unmarshal(events[len(events)-1].Payload, &event); err != nil {
+		t.Fatal(err)
+	}
+	return &event
+}
+
+// requireEventOfRide checks that event was applied to ride: it names the ride, and is no
+// longer kept.
+func (b *testBundle) requireEventOfRide(t *testing.T, event *stripe.Event, rideID int64) {
+	t.Helper()
+	if n := b.Count(t, `SELECT count(*) FROM stripe_events WHERE id = $1 AND ride_id = $2`, event.ID, rideID); n != 1 {
+		t.Fatalf("want event %s to name ride %d, got %d rows", event.ID, rideID, n)
+	}
+}
+
+func TestStripeEventBeforeItsRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	// The event's transaction and the one that records the charge run at once, each committing
+	// what the other does not see: the second to commit retries and applies the event.
+	t.Run("WhileTheChargeIsRecorded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var event *stripe.Event
+		b.executor.hooks.inPhase = func(ctx context.Context, tx models.DBTX, p models.RecoveryPoint) error {
+			charges := b.SucceededCharges()
+			if p != models.RecoveryPointRideCreated || len(charges) == 0 || event != nil {
+				return nil
+			}
+			// Atomic phase 2 takes its snapshot, then the dispute is applied and committed.
+			var one int
+			if err := tx.QueryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
+				return err
+			}
+			if _, err := b.Stripe.DisputeCharge(charges[0].ID); err != nil {
+				return err
+			}
+			event = b.lastStripeEvent(t, fakestripe.EventChargeDisputeCreated)
+			result, rideID, err := b.executor.ApplyStripeEvent(ctx, event)
+			if err != nil || result != EventKept || rideID != 0 {
+				t.Errorf("want the dispute kept, got %s for ride %d, %v", result, rideID, err)
+			}
+			return nil
+		}
+		ride := b.requireCreate(t, newRequest(b.Rider)).Ride
+		if event == nil {
+			t.Fatal("want the dispute sent while the charge was recorded")
+		}
+		b.requireStatus(t, ride.ID, models.RideStatusDisputed)
+		b.requireEventOfRide(t, event, ride.ID)
+		b.requireOneChargedRide(t, b.Rider)
+	})
+
+	// The completer resumes the booking whose charge's answer was lost, after the refund came.
+	t.Run("AppliedByTheCompleter", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Stripe.InjectChargeFaults(fakestripe.FaultChargeThenDrop, 1)
+		executor := New(b.Pool, b.FreshConnStripeClient(), b.executor.logger, b.executor.config)
+		var unavailable *PaymentUnavailableError
+		if _, err := executor.CreateRide(ctx, newRequest(b.Rider)); !errors.As(err, &unavailable) {
+			t.Fatalf("want the charge's answer lost, got %v", err)
+		}
+		key := b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
+
+		charges := b.SucceededCharges()
+		if len(charges) != 1 {
+			t.Fatalf("want the charge made, got %d", len(charges))
+		}
+		if _, err := b.Stripe.RefundCharge(charges[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		event := b.lastStripeEvent(t, fakestripe.EventChargeRefunded)
+		if result, _, err := b.executor.ApplyStripeEvent(ctx, event); err != nil || result != EventKept {
+			t.Fatalf("want the refund kept, got %s, %v", result, err)
+		}
+		// Stripe's repeat of it, before the ride records the charge, is a repeat all the same.
+		if result, _, err := b.executor.ApplyStripeEvent(ctx, event); err != nil || result != EventDuplicate {
+			t.Fatalf("want the repeat a duplicate, got %s, %v", result, err)
+		}
+
+		outcome, err := b.executor.Resume(ctx, b.Rider.User, key)
+		requireCreated(t, outcome, err)
+		rideID, err := models.RideIDOfKey(ctx, b.Pool, b.Rider.ID, key.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.requireStatus(t, rideID, models.RideStatusRefunded)
+		b.requireEventOfRide(t, event, rideID)
+	})
+
+	// The cancel's own refund is reported before the cancel records it: Stripe refunded, the
+	// answer was lost, and the charge.refunded came. The ride, which records its charge, shows
+	// refunded at once; the retry of the cancel records the refund, and cancelled outranks it.
+	t.Run("RefundEventBeforeTheCancelRecordsIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		b.Stripe.InjectRefundFaults(fakestripe.FaultChargeThenDrop, 1)
+		executor := New(b.Pool, b.FreshConnStripeClient(), b.executor.logger, b.executor.config)
+		var unavailable *PaymentUnavailableError
+		if _, err := executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey)); !errors.As(err, &unavailable) {
+			t.Fatalf("want the refund's answer lost, got %v", err)
+		}
+		b.requireRefunds(t, *ride.StripeChargeID, 1)
+
+		event := b.lastStripeEvent(t, fakestripe.EventChargeRefunded)
+		if result, rideID, err := b.executor.ApplyStripeEvent(ctx, event); err != nil || result != EventApplied || rideID != ride.ID {
+			t.Fatalf("want the refund applied to ride %d, got %s for ride %d, %v", ride.ID, result, rideID, err)
+		}
+		b.requireStatus(t, ride.ID, models.RideStatusRefunded)
+
+		outcome, err := b.executor.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey))
+		requireCancelled(t, outcome, err)
+		b.requireStatus(t, ride.ID, models.RideStatusCancelled)
+		b.requireRefunds(t, *ride.StripeChargeID, 1)
+	})
+}
