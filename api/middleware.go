@@ -35,7 +35,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 
+		// RFC 7235 allows one or more spaces between the scheme and the token.
 		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		token = strings.TrimLeft(token, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 			s.authFailed(r)
 			writeProblem(w, errUnauthorized("Send your API token as \"Authorization: Bearer <token>\"."))

@@ -26,3 +26,14 @@ func TestTokensAreLookedUpBySHA256(t *testing.T) {
 	// The rider's old token no longer matches what is stored.
 	get(b.Rider.Token).requireProblem(t, http.StatusUnauthorized, problem.CodeUnauthorized)
 }
+
+// TestBearerTakesOneOrMoreSpaces follows RFC 7235, whose credentials are the scheme, one or more
+// spaces, and the token.
+func TestBearerTakesOneOrMoreSpaces(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	for _, auth := range []string{"Bearer " + b.Rider.Token, "Bearer  " + b.Rider.Token, "bearer    " + b.Rider.Token} {
+		resp := b.do(t, http.MethodGet, "/rides/999999", map[string]string{"Authorization": auth}, "")
+		resp.requireProblem(t, http.StatusNotFound, problem.CodeNotFound)
+	}
+}
