@@ -26,6 +26,19 @@ func TestBodies(t *testing.T) {
 		s.waitUntil("nothing is counted", func(g *Guard) bool { return g.open == 0 })
 	})
 
+	t.Run("AnsweredWithTheBodyInAndKept", func(t *testing.T) {
+		t.Parallel()
+		s := startServer(t, Limits{})
+		c := s.dial("127.0.0.1")
+		c.send("POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody")
+		if status, _, err := c.answer(); err != nil || status != "401 Unauthorized" {
+			t.Fatalf("want 401 with the connection kept, got %q, %v", status, err)
+		}
+		if !c.stillOpen() {
+			t.Fatal("want the connection kept: the body had come in full, unread")
+		}
+	})
+
 	t.Run("AChunkedBodyToo", func(t *testing.T) {
 		t.Parallel()
 		s := startServer(t, Limits{})

@@ -25,6 +25,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Defaults of Limits.
@@ -121,9 +122,6 @@ type conn struct {
 	addr    *addrConns // nil: not counted per address
 	framing framer     // touched only by Read, which the server never calls concurrently
 
-	// answeredEarly is set once a request was answered before its body came in full.
-	answeredEarly atomic.Bool
-
 	// Guarded by guard.mu.
 	counted  bool          // still counted; false once closed or chosen to make room
 	sending  bool          // its request is being served, but its body is still coming
@@ -138,9 +136,6 @@ func (c *conn) Read(p []byte) (int, error) {
 	if err := c.framing.err; err != nil {
 		return 0, err
 	}
-	if c.answeredEarly.Load() {
-		return 0, errAnsweredEarly
-	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		if valid, ferr := c.framing.scan(p[:n]); ferr != nil {
@@ -154,9 +149,6 @@ func (c *conn) Close() error {
 	c.guard.forget(c)
 	return c.Conn.Close()
 }
-
-// errAnsweredEarly ends a connection whose request was answered before its body came in full.
-var errAnsweredEarly = errors.New("connguard: request answered before its body came in full")
 
 type guardedListener struct {
 	net.Listener
@@ -307,9 +299,10 @@ func (g *Guard) handler(next http.Handler) http.Handler {
 		r.Body = body
 		next.ServeHTTP(w, r)
 		if !body.done.Load() {
-			// The server reads no more of the connection: it sends the answer, fails to read the
-			// rest of the body, and closes.
-			c.answeredEarly.Store(true)
+			// The server reads what is left of the body before it answers, unless the read
+			// fails: then it answers and closes. What it holds already it reads, and keeps the
+			// connection; for the rest, the read fails at once.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 		}
 	})
 }
