@@ -81,8 +81,8 @@ type Config struct {
 	// StripeAPIKey (STRIPE_API_KEY, required to charge) is the secret key charges are made with.
 	StripeAPIKey string
 
-	// APITokenSecret (API_TOKEN_SECRET, required by the API and admin create-user and
-	// reissue-token) is the secret riders' API tokens carry a MAC under, at least
+	// APITokenSecret (API_TOKEN_SECRET, required by the API, admin create-user and
+	// reissue-token, and the simulator when it makes its own riders) is the secret riders' API tokens carry a MAC under, at least
 	// authtoken.SecretMinBytes bytes: `openssl rand -base64 32` makes one. The API refuses a
 	// token without a valid MAC before any lookup. It has no default, as a payment service keeps
 	// no secret in its source: a published one would let anyone's made-up tokens cost lookups
