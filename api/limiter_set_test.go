@@ -18,14 +18,8 @@ func TestLimiterSet(t *testing.T) {
 	if wait := set.take("a", now); wait != 10*time.Second {
 		t.Fatalf("past the burst: want a 10 s wait, got %s", wait)
 	}
-	if wait := set.emptyFor("a", now.Add(4*time.Second)); wait != 6*time.Second {
-		t.Fatalf("want 6 s left, got %s", wait)
-	}
 	if wait := set.take("b", now); wait != 0 {
 		t.Fatalf("another key has its own bucket: want no wait, got %s", wait)
-	}
-	if wait := set.emptyFor("never-seen", now); wait != 0 {
-		t.Fatalf("a key never seen may go: got %s", wait)
 	}
 	if wait := set.take("a", now.Add(10*time.Second)); wait != 0 {
 		t.Fatalf("a refill later: want no wait, got %s", wait)

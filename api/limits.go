@@ -6,11 +6,13 @@ import (
 )
 
 // Limits are the API's defences against a rider, a client or a crowd asking more than the
-// service can give. None is kept for failed authentications: a token the API did not issue is
-// refused without a lookup (see authenticate), so a flood of them costs a hash each and nobody
-// needs to be refused for it, least of all the riders who share the flood's address. Each holds per API process, in memory: with N processes behind a load
+// service can give. Each holds per API process, in memory: with N processes behind a load
 // balancer, a rider may get up to N times a limit. That is the trade for checking a limit
 // without a database round trip, which is the point of most of them.
+//
+// None counts failed authentications: a token the API did not issue is refused without a
+// lookup (see authenticate), so a flood of them costs a hash each, and nobody need be refused
+// for it, least of all the riders who share the flood's address.
 type Limits struct {
 	// Off turns every limit off, for load tests (RATE_LIMITS=off).
 	Off bool
