@@ -73,7 +73,7 @@ func TestSlowBodies(t *testing.T) {
 	}
 }
 
-// trickleBody opens a connection, sends request, then a byte a 2 s until the API drops the
+// trickleBody opens a connection, sends request, then a byte every 2 s until the API drops the
 // connection or ctx ends.
 func trickleBody(ctx context.Context, server, request string) {
 	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", server)
