@@ -32,7 +32,7 @@ func benchSetup(b *testing.B) *benchBundle {
 	bundle := ridetest.Setup(b)
 	logger := slog.New(slog.DiscardHandler)
 	executor := phases.New(bundle.Pool, bundle.StripeClient, logger, phases.Config{})
-	server := httptest.NewServer(api.NewServer(bundle.Pool, executor, logger, api.Config{Limits: api.Limits{Off: true}}).Handler())
+	server := httptest.NewServer(api.NewServer(bundle.Pool, executor, logger, api.Config{Limits: api.Limits{Off: true}, TokenKey: ridetest.TokenKey}).Handler())
 	b.Cleanup(server.Close)
 	return &benchBundle{Bundle: bundle, server: server}
 }

@@ -7,9 +7,8 @@ import (
 	"strings"
 )
 
-// clientAddr is the address of the client that sent r: what a ride's audit trail records, and
-// what failed authentications count against. It is the TCP peer, unless the peer is one of
-// trustedProxies (a load balancer of ours). Then X-Forwarded-For is read from its right end,
+// clientAddr is the address of the client that sent r: what a ride's audit trail records. It is
+// the TCP peer, unless the peer is one of trustedProxies (a load balancer of ours). Then X-Forwarded-For is read from its right end,
 // where our proxies appended what they saw, past every hop that is itself a trusted proxy: the
 // first other address is the client. Anything left of it was written by the client and proves
 // nothing; a hop that is not an address ends the walk at the last address known, so that a
@@ -37,16 +36,4 @@ func clientAddr(r *http.Request, trustedProxies []netip.Prefix) netip.Addr {
 
 func trusted(addr netip.Addr, proxies []netip.Prefix) bool {
 	return slices.ContainsFunc(proxies, func(p netip.Prefix) bool { return p.Contains(addr) })
-}
-
-// clientPrefix is the client address that authentication failures count against (clientAddr),
-// an IPv6 one by its /64, which one client usually holds whole.
-func (s *Server) clientPrefix(r *http.Request) netip.Prefix {
-	addr := clientAddr(r, s.trustedProxies)
-	bits := 32
-	if addr.Is6() {
-		bits = 64
-	}
-	prefix, _ := addr.Prefix(bits)
-	return prefix
 }

@@ -36,23 +36,6 @@ func (s *limiterSet[K]) take(key K, now time.Time) (wait time.Duration) {
 	return wait
 }
 
-// emptyFor returns how long until key's bucket holds a token again; 0 if it holds one now. It
-// takes nothing.
-func (s *limiterSet[K]) emptyFor(key K, now time.Time) time.Duration {
-	s.mu.Lock()
-	bucket, ok := s.buckets[key]
-	s.mu.Unlock()
-	if !ok {
-		return 0
-	}
-	tokens := bucket.TokensAt(now)
-	if tokens >= 1 {
-		return 0
-	}
-	// Rounded, so that float error cannot turn 6 s into a Retry-After of 7.
-	return time.Duration((1 - tokens) / float64(s.limit) * float64(time.Second)).Round(time.Millisecond)
-}
-
 func (s *limiterSet[K]) bucket(key K, now time.Time) *rate.Limiter {
 	s.mu.Lock()
 	defer s.mu.Unlock()

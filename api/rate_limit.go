@@ -3,12 +3,9 @@ package api
 import (
 	"fmt"
 	"net/http"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/problem"
@@ -17,14 +14,9 @@ import (
 // limiter enforces Limits. An answer over a limit stores nothing and is not logged one by one
 // (logRequests summarizes 429s); rocketrides_rate_limited_total counts it by limit.
 type limiter struct {
-	limits       Limits
-	rides        *riderBudget // POST /rides
-	reads        *riderBudget // GET /rides/{id}
-	authFailures *limiterSet[netip.Prefix]
-
-	// limitedLookups is the process's budget of token lookups for addresses past their failure
-	// budget (Limits.LimitedAddressLookupsPerMinute).
-	limitedLookups *rate.Limiter
+	limits Limits
+	rides  *riderBudget // POST /rides
+	reads  *riderBudget // GET /rides/{id}
 
 	inFlight atomic.Int64
 
@@ -72,7 +64,6 @@ const (
 	limitRiderInFlight = "rider_in_flight"
 	limitReadRate      = "rider_read_rate"
 	limitReadInFlight  = "rider_reads_in_flight"
-	limitAuthFailures  = "auth_failures"
 	limitInFlight      = "in_flight"
 )
 
@@ -91,9 +82,6 @@ func newLimiter(limits Limits) *limiter {
 			limitReadRate, "A rider may read up to %d rides a minute. Retry after the time in Retry-After.",
 			limitReadInFlight, "A rider may have up to %d reads in progress at once. Retry after the time in Retry-After.",
 			false),
-		authFailures: newLimiterSet[netip.Prefix](perMinute(limits.AuthFailuresPerMinute), limits.AuthFailureBurst),
-		limitedLookups: rate.NewLimiter(rate.Limit(perMinute(limits.LimitedAddressLookupsPerMinute)),
-			max(1, limits.LimitedAddressLookupsPerMinute/60)),
 		now: time.Now,
 	}
 }
@@ -167,30 +155,6 @@ func (s *Server) rejectRider(w http.ResponseWriter, b *riderBudget, limit string
 		s.metrics.RideRequests.WithLabelValues(metrics.RideRateLimited).Inc()
 	}
 	writeProblem(w, errRateLimited(wait, detail))
-}
-
-// authFailureWait returns how long r's client address must wait before its token is checked
-// again, after too many failed authentications; 0 if it may try now. Past its budget, an
-// address's token is checked all the same while the process's budget of such lookups lasts
-// (Limits.LimitedAddressLookupsPerMinute).
-func (s *Server) authFailureWait(r *http.Request) time.Duration {
-	l := s.limiter
-	if l.limits.Off {
-		return 0
-	}
-	now := l.now()
-	wait := l.authFailures.emptyFor(s.clientPrefix(r), now)
-	if wait > 0 && l.limitedLookups.AllowN(now, 1) {
-		return 0
-	}
-	return wait
-}
-
-// authFailed counts a failed authentication against r's client address.
-func (s *Server) authFailed(r *http.Request) {
-	if !s.limiter.limits.Off {
-		s.limiter.authFailures.take(s.clientPrefix(r), s.limiter.now())
-	}
 }
 
 func errRateLimited(wait time.Duration, detail string) *apiError {

@@ -7,10 +7,13 @@ import (
 	"time"
 )
 
-// bodyReadTimeout bounds reading a booking's body. A ride request's is a few hundred bytes, which
-// any client sends in well under a second; one that trickles it in is cut off after this, having
-// held its connection and a slot of its rider's, but none of the process's (see shedLoad).
-const bodyReadTimeout = 5 * time.Second
+// bodyReadTimeout bounds reading a booking's body, from when its rider was let in. A ride's
+// parameters are under a kilobyte, one TCP segment that usually travels with the headers: 3 s is
+// that segment lost and resent twice (a retransmission timeout starts at 1 s and doubles). One
+// that trickles its body in is cut off after this, having held its connection and a slot of its
+// rider's, but none of the process's (see shedLoad); while it sends, the connection guard may
+// close it to make room, as it does a connection still sending its headers.
+const bodyReadTimeout = 3 * time.Second
 
 // readBody reads a request's body in full, up to maxBodyBytes, within bodyReadTimeout, before the
 // handlers after it run. A body that could not be read is handed on as its error, for the

@@ -76,6 +76,7 @@ func TestCreateRide(t *testing.T) {
 			{"NoAuthorization", map[string]string{"Idempotency-Key": testKey}, testBody, 401, problem.CodeUnauthorized, ""},
 			{"EmptyAuthorization", map[string]string{"Authorization": "", "Idempotency-Key": testKey}, testBody, 401, problem.CodeUnauthorized, ""},
 			{"UnknownToken", map[string]string{"Authorization": "Bearer rr_unknown", "Idempotency-Key": testKey}, testBody, 401, problem.CodeUnauthorized, ""},
+			{"BearerAlone", map[string]string{"Authorization": "Bearer   ", "Idempotency-Key": testKey}, testBody, 401, problem.CodeUnauthorized, ""},
 			{"NotBearer", map[string]string{"Authorization": "Basic " + b.Rider.Token, "Idempotency-Key": testKey}, testBody, 401, problem.CodeUnauthorized, ""},
 			{"NoKey", map[string]string{"Authorization": auth}, testBody, 400, problem.CodeIdempotencyKeyMissing, ""},
 			{"ShortKey", map[string]string{"Authorization": auth, "Idempotency-Key": "too-short"}, testBody, 400, problem.CodeIdempotencyKeyInvalid, ""},

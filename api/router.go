@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rocketrides/rocketrides/internal/authtoken"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/phases"
 )
@@ -34,6 +35,9 @@ type Server struct {
 	metrics  *metrics.API
 	pool     *pgxpool.Pool
 
+	// tokenKey checks that a token was issued with the API's token secret before it is looked up.
+	tokenKey authtoken.Key
+
 	// trustedProxies are the proxies whose X-Forwarded-For is believed (see clientAddr).
 	trustedProxies []netip.Prefix
 
@@ -50,6 +54,10 @@ type Server struct {
 type Config struct {
 	// Limits are the API's rate limits and caps; see Limits.
 	Limits Limits
+
+	// TokenKey is the key riders' tokens were made with (authtoken); the zero Key lets no
+	// rider in.
+	TokenKey authtoken.Key
 
 	// Metrics receives the API's series; nil means a set that no registry holds.
 	Metrics *metrics.API
@@ -76,6 +84,7 @@ func NewServer(pool *pgxpool.Pool, executor *phases.Executor, logger *slog.Logge
 		logger:         logger,
 		metrics:        config.Metrics,
 		pool:           pool,
+		tokenKey:       config.TokenKey,
 		trustedProxies: config.TrustedProxies,
 		webhookSecret:  config.StripeWebhookSecret,
 		workCtx:        workCtx,

@@ -90,7 +90,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if opts.webhooksOff {
 		secret = ""
 	}
-	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits,
+	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits, TokenKey: ridetest.TokenKey,
 		TrustedProxies: opts.trustedProxies, StripeWebhookSecret: secret, Metrics: opts.metrics}).Handler())
 	t.Cleanup(server.Close)
 	return &testBundle{Bundle: b, server: server, logs: logs}

@@ -67,3 +67,17 @@ func UserGetByAPITokenHash(ctx context.Context, db DBTX, hash []byte) (*User, er
 	}
 	return user, nil
 }
+
+// UserUpdateAPITokenHash replaces the token of the user with email, so that only the new token
+// gets in, or returns ErrNotFound.
+func UserUpdateAPITokenHash(ctx context.Context, db DBTX, email string, hash []byte) (*User, error) {
+	user, err := scanUser(db.QueryRow(ctx, `
+		UPDATE users
+		SET api_token_hash = $2
+		WHERE email = $1
+		RETURNING `+userColumns, email, hash))
+	if err != nil {
+		return nil, fmt.Errorf("error replacing user's token: %w", notFound(err))
+	}
+	return user, nil
+}

@@ -36,6 +36,10 @@ func createUser(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	tokenKey, err := cfg.TokenKey()
+	if err != nil {
+		return err
+	}
 	var sc *client.API
 	if *card != "" {
 		if sc, err = bootstrap.NewStripe(cfg, nil); err != nil {
@@ -48,7 +52,7 @@ func createUser(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 
-	created, err := riders.Create(ctx, pool, riders.Params{Email: *email, StripeCustomerID: *customerID, CardToken: *card, Stripe: sc})
+	created, err := riders.Create(ctx, pool, riders.Params{Email: *email, StripeCustomerID: *customerID, CardToken: *card, Stripe: sc, TokenKey: tokenKey})
 	if err != nil {
 		return fmt.Errorf("create-user: %w", err)
 	}

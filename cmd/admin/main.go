@@ -1,8 +1,9 @@
-// Command admin does what operators need by hand: creating riders, listing the requests the
+// Command admin does what operators need by hand: creating riders and giving them new tokens, listing the requests the
 // system gave up on, the rides whose charge is disputed and the background jobs that failed for
 // good, putting a failed job back to work, and seeding history for benchmarks and demos.
 //
 //	admin create-user -email E (-stripe-customer-id cus_X | -card tok_visa)
+//	admin reissue-token -email E
 //	admin list-abandoned [-limit N] [-json]
 //	admin list-disputed [-limit N] [-json]
 //	admin list-failed-jobs [-limit N] [-json]
@@ -24,6 +25,7 @@ const usage = `usage: admin <command> [flags]
 commands:
   create-user -email E -stripe-customer-id cus_X
   create-user -email E -card tok_visa     (creates the Stripe customer first)
+  reissue-token -email E                  (a new API token for the rider; the old one stops working)
   list-abandoned [-limit 100] [-json]     (requests given up on, newest first)
   list-disputed [-limit 100] [-json]      (rides whose charge the rider's bank disputes, oldest first)
   list-failed-jobs [-limit 100] [-json]   (jobs failed for good, newest failure first: river:ID
@@ -46,6 +48,8 @@ func run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "create-user":
 		return createUser(ctx, args[1:])
+	case "reissue-token":
+		return reissueToken(ctx, args[1:])
 	case "list-abandoned":
 		return listAbandoned(ctx, args[1:])
 	case "list-disputed":

@@ -24,6 +24,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	tokenKey, err := cfg.TokenKey()
+	if err != nil {
+		return err
+	}
 	logger, pool, err := bootstrap.Open(ctx, cfg, os.Stdout)
 	if err != nil {
 		return err
@@ -52,7 +56,7 @@ func run(ctx context.Context) error {
 	if cfg.StripeWebhookSecret == "" {
 		logger.WarnContext(ctx, "API: STRIPE_WEBHOOK_SECRET is not set, so POST /webhooks/stripe is off: refunds and disputes made at Stripe will not reach rides")
 	}
-	server := api.NewServer(pool, executor, logger, api.Config{Limits: cfg.RateLimits, Metrics: apiMetrics,
+	server := api.NewServer(pool, executor, logger, api.Config{Limits: cfg.RateLimits, Metrics: apiMetrics, TokenKey: tokenKey,
 		TrustedProxies: cfg.TrustedProxies, StripeWebhookSecret: cfg.StripeWebhookSecret})
 	if err := bootstrap.ServeHTTP(ctx, listener, server.Handler(), guard, logger, server.AbortInFlight); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 )
 
 // testBundle is the API with everything it needs, each a real process.
@@ -38,7 +39,7 @@ func setup(t *testing.T, extraEnv ...string) *testBundle {
 
 	stripe := proctest.Start(t, stripeBin, nil, "-addr", "127.0.0.1:0")
 	stripeURL := strings.TrimSpace(proctest.WaitOutput(t, stripe, "http://", 10*time.Second))
-	env := []string{databaseURL, "STRIPE_API_KEY=sk_test_readme", "STRIPE_API_URL=" + stripeURL}
+	env := []string{databaseURL, "STRIPE_API_KEY=sk_test_readme", "STRIPE_API_URL=" + stripeURL, "API_TOKEN_SECRET=" + ridetest.TokenSecret}
 
 	out, errOut, code := proctest.Run(t, adminBin, env, "create-user", "-email", "Rider@Example.com", "-card", "tok_visa")
 	if code != 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 )
 
 // TestShutdownAbortsARequestStuckOnStripe stops the API while a ride request waits on a Stripe
@@ -73,7 +74,7 @@ func TestShutdownAbortsARequestStuckOnStripe(t *testing.T) {
 func TestStopWhileWaitingForTheDatabase(t *testing.T) {
 	t.Parallel()
 	url := fmt.Sprintf("DATABASE_URL=postgres://postgres@127.0.0.1:%d/rocketrides?sslmode=disable&connect_timeout=1", proctest.FreePort(t))
-	api := proctest.Start(t, proctest.Build(t, "api"), []string{url, "STRIPE_API_KEY=sk_test_x"})
+	api := proctest.Start(t, proctest.Build(t, "api"), []string{url, "STRIPE_API_KEY=sk_test_x", "API_TOKEN_SECRET=" + ridetest.TokenSecret})
 	proctest.WaitOutput(t, api, "database not reachable yet", 10*time.Second)
 	api.Terminate(t, 5*time.Second)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 )
 
 func TestRefusesToStartWithoutADatabase(t *testing.T) {
@@ -18,23 +19,37 @@ func TestRefusesToStartWithoutADatabase(t *testing.T) {
 
 	t.Run("Unmigrated", func(t *testing.T) {
 		t.Parallel()
-		_, errOut, code := proctest.Run(t, api, []string{"DATABASE_URL=" + dbtest.NewEmptyDB(t), "STRIPE_API_KEY=sk_test_x"})
+		_, errOut, code := proctest.Run(t, api, []string{"DATABASE_URL=" + dbtest.NewEmptyDB(t), "STRIPE_API_KEY=sk_test_x", "API_TOKEN_SECRET=" + ridetest.TokenSecret})
 		if code == 0 || !strings.Contains(errOut, "not migrated") {
 			t.Fatalf("want a non-zero exit naming the missing migrations, got %d: %s", code, errOut)
 		}
 	})
 	t.Run("NoDatabaseURL", func(t *testing.T) {
 		t.Parallel()
-		_, errOut, code := proctest.Run(t, api, []string{"STRIPE_API_KEY=sk_test_x"})
+		_, errOut, code := proctest.Run(t, api, []string{"STRIPE_API_KEY=sk_test_x", "API_TOKEN_SECRET=" + ridetest.TokenSecret})
 		if code == 0 || !strings.Contains(errOut, "DATABASE_URL is not set") {
 			t.Fatalf("want a non-zero exit naming DATABASE_URL, got %d: %s", code, errOut)
+		}
+	})
+	t.Run("NoTokenSecret", func(t *testing.T) {
+		t.Parallel()
+		_, errOut, code := proctest.Run(t, api, []string{"DATABASE_URL=" + dbtest.NewDB(t), "STRIPE_API_KEY=sk_test_x"})
+		if code == 0 || !strings.Contains(errOut, "API_TOKEN_SECRET is required") {
+			t.Fatalf("want a non-zero exit naming API_TOKEN_SECRET, got %d: %s", code, errOut)
+		}
+	})
+	t.Run("TokenSecretTooShort", func(t *testing.T) {
+		t.Parallel()
+		_, errOut, code := proctest.Run(t, api, []string{"DATABASE_URL=" + dbtest.NewDB(t), "STRIPE_API_KEY=sk_test_x", "API_TOKEN_SECRET=short"})
+		if code == 0 || !strings.Contains(errOut, "API_TOKEN_SECRET: the token secret must be at least 32 bytes") {
+			t.Fatalf("want a non-zero exit saying the secret is too short, got %d: %s", code, errOut)
 		}
 	})
 	t.Run("DatabaseUnreachable", func(t *testing.T) {
 		t.Parallel()
 		url := fmt.Sprintf("DATABASE_URL=postgres://postgres@127.0.0.1:%d/rocketrides?sslmode=disable&connect_timeout=1", proctest.FreePort(t))
 		start := time.Now()
-		_, errOut, code := proctest.Run(t, api, []string{url, "STRIPE_API_KEY=sk_test_x"})
+		_, errOut, code := proctest.Run(t, api, []string{url, "STRIPE_API_KEY=sk_test_x", "API_TOKEN_SECRET=" + ridetest.TokenSecret})
 		if code == 0 || !strings.Contains(errOut, "database not reachable after 10s") {
 			t.Fatalf("want a non-zero exit saying the database is not reachable, got %d: %s", code, errOut)
 		}
@@ -44,7 +59,7 @@ func TestRefusesToStartWithoutADatabase(t *testing.T) {
 	})
 	t.Run("NoStripeKey", func(t *testing.T) {
 		t.Parallel()
-		_, errOut, code := proctest.Run(t, api, []string{"DATABASE_URL=" + dbtest.NewDB(t)})
+		_, errOut, code := proctest.Run(t, api, []string{"DATABASE_URL=" + dbtest.NewDB(t), "API_TOKEN_SECRET=" + ridetest.TokenSecret})
 		if code == 0 || !strings.Contains(errOut, "STRIPE_API_KEY is not set") {
 			t.Fatalf("want a non-zero exit naming STRIPE_API_KEY, got %d: %s", code, errOut)
 		}
@@ -57,7 +72,7 @@ func TestPortInUse(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
 	port := strings.TrimPrefix(s.base, "http://127.0.0.1:")
-	env := []string{"DATABASE_URL=" + s.databaseURL, "STRIPE_API_KEY=sk_test_x", "STRIPE_API_URL=" + s.stripeURL}
+	env := []string{"DATABASE_URL=" + s.databaseURL, "STRIPE_API_KEY=sk_test_x", "STRIPE_API_URL=" + s.stripeURL, "API_TOKEN_SECRET=" + ridetest.TokenSecret}
 	for setting, extra := range map[string][]string{
 		"PORT":         {"PORT=" + port},
 		"METRICS_ADDR": {"PORT=" + strconv.Itoa(proctest.FreePort(t)), "METRICS_ADDR=127.0.0.1:" + port},

@@ -19,6 +19,7 @@ type bannerData struct {
 	DatabaseURL  string
 	MonitorURL   string // with -ha
 	StripeAPIKey string
+	TokenSecret  string
 	StripeURL    string
 	State        stateDir
 	Rider        *supervisor.Rider
@@ -52,6 +53,7 @@ and the client (cmd/rides) read them, and the commands below use them.
 
   export DATABASE_URL='{{.DatabaseURL}}'
   export STRIPE_API_KEY={{.StripeAPIKey}} STRIPE_API_URL={{.StripeURL}}
+  export API_TOKEN_SECRET={{.TokenSecret}}
   export API_URL={{.APIURL}} RIDER={{.Rider.Token}} DECLINED={{.Declined.Token}}
 
 Book a ride: 201 Created. Send the same command again: the same 201, replayed

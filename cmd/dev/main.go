@@ -139,6 +139,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	env := append(baseEnv,
 		"STRIPE_API_KEY="+stripeAPIKey,
+		"API_TOKEN_SECRET="+devTokenSecret,
 		"STRIPE_API_URL="+stripeURL,
 		webhooks[0],
 		"PORT="+strconv.Itoa(port),
@@ -180,7 +181,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 	fmt.Fprint(stdout, banner(bannerData{
-		APIURL: fmt.Sprintf("http://localhost:%d", port), DatabaseURL: databaseURL, MonitorURL: db.monitorURL, StripeAPIKey: stripeAPIKey, StripeURL: stripeURL,
+		APIURL: fmt.Sprintf("http://localhost:%d", port), DatabaseURL: databaseURL, MonitorURL: db.monitorURL, StripeAPIKey: stripeAPIKey, TokenSecret: devTokenSecret, StripeURL: stripeURL,
 		State: state, Rider: rider, Declined: declined, Metrics: metrics,
 	}))
 

@@ -23,6 +23,11 @@ const (
 // stand-in that signs and the API that verifies.
 const devWebhookSecret = "whsec_rocketrides_dev"
 
+// devTokenSecret is the API token secret of the development stacks (API_TOKEN_SECRET), shared by
+// admin, which makes riders' tokens, and the API, which checks them. A production stack makes its
+// own, which is why the processes have no default.
+const devTokenSecret = "rocketrides-dev-token-secret-not-for-production"
+
 // procfileDatabaseURL is the database that the Procfile's processes use, and that -db-only
 // serves, with every port from port.
 func procfileDatabaseURL(port int, ha bool) string {
@@ -71,6 +76,12 @@ STRIPE_API_URL=http://127.0.0.1:{{.StripePort}}
 # endpoint's whsec_ from the dashboard, and STRIPE_WEBHOOK_URL is not ours to set.
 STRIPE_WEBHOOK_SECRET=` + devWebhookSecret + `
 STRIPE_WEBHOOK_URL=http://localhost:{{.Port}}/webhooks/stripe
+
+# The secret riders' API tokens carry a MAC under: the API refuses a token without a valid one
+# before asking the database, and admin create-user makes tokens with it. This one is for
+# development; in production, make one with ` + "`openssl rand -base64 32`" + ` and keep it with the
+# other secrets. Changing it makes every token invalid (admin reissue-token gives a new one).
+API_TOKEN_SECRET=` + devTokenSecret + `
 
 # The Procfile sets METRICS_ADDR for each process, so every one serves Prometheus's GET /metrics
 # at once: the API on PORT+50 ({{index .MetricsPorts 0}}), the worker, enqueuer, completer and reaper on their own

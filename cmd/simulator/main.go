@@ -77,6 +77,10 @@ func run(ctx context.Context) error {
 // createRiders makes the simulator n riders of its own, with cards that work, and returns their
 // API tokens.
 func createRiders(ctx context.Context, cfg *bootstrap.Config, logger *slog.Logger, n int) ([]string, error) {
+	tokenKey, err := cfg.TokenKey()
+	if err != nil {
+		return nil, err
+	}
 	sc, err := bootstrap.NewStripe(cfg, nil)
 	if err != nil {
 		return nil, err
@@ -92,6 +96,7 @@ func createRiders(ctx context.Context, cfg *bootstrap.Config, logger *slog.Logge
 			Email:     fmt.Sprintf("simulator+%d-%d@rocketrides.example", time.Now().UnixNano(), i),
 			CardToken: "tok_visa",
 			Stripe:    sc,
+			TokenKey:  tokenKey,
 		})
 		if err != nil {
 			return nil, err

@@ -5,9 +5,12 @@
 // line at a time, could hold every one a server can afford. The guard caps the connections open
 // at once (Limits.MaxConns) and those from one client address (Limits.MaxConnsPerAddr, proxies
 // in Limits.TrustedProxies exempt), and at either cap it closes the connection that has waited
-// longest for a request (new, idle between keep-alive requests, or still sending its headers)
-// to make room: never one whose request a handler is serving. A new connection is refused only
-// when every connection it would count against is being served.
+// longest (new, idle between keep-alive requests, still sending its headers, or still sending
+// its body) to make room: never one whose request is in and being served. A new connection is
+// refused only when every connection it would count against is being served. A request answered
+// before its body came in full has its connection closed after the answer, at once, rather than
+// read for the rest of a body nobody will use: net/http would otherwise wait for up to 256 KiB
+// of it, until the server's read timeout, before the connection was free.
 //
 // It also holds requests to HTTP/1.1's strict message syntax (RFC 9112): see framer.
 package connguard
@@ -15,10 +18,14 @@ package connguard
 import (
 	"container/list"
 	"context"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Defaults of Limits.
@@ -117,6 +124,7 @@ type conn struct {
 
 	// Guarded by guard.mu.
 	counted  bool          // still counted; false once closed or chosen to make room
+	sending  bool          // its request is being served, but its body is still coming
 	waitElem *list.Element // in guard.waiting, while waiting for a request
 	addrElem *list.Element // in addr.waiting, likewise
 }
@@ -247,20 +255,63 @@ func (g *Guard) connState(nc net.Conn, state http.ConnState) {
 	}
 }
 
-// handler marks each request's connection as served until it is idle again, and closes it after
-// answering the last request it carries (see framer).
+// handler marks each request's connection as served once its body is in (at once for a request
+// without one) until it is idle again, and closes after the answer a connection whose framing
+// could not be trusted, or whose body had not come in full.
 func (g *Guard) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c, ok := r.Context().Value(connKey{}).(*conn); ok {
-			g.mu.Lock()
-			g.unwaitLocked(c)
-			g.mu.Unlock()
-			if c.framing.servingLast() {
-				w.Header().Set("Connection", "close")
-			}
+		c, ok := r.Context().Value(connKey{}).(*conn)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
 		}
+		if c.framing.servingLast() {
+			w.Header().Set("Connection", "close")
+		}
+		body := &watchedBody{ReadCloser: r.Body, conn: c}
+		withBody := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+		g.mu.Lock()
+		g.unwaitLocked(c)
+		if withBody && c.counted {
+			// A body still coming is a wait like the headers': it may be shed, the longest
+			// waiting first, which is the slowest sender, since its wait starts now.
+			c.sending = true
+			g.waitLocked(c)
+		}
+		g.mu.Unlock()
+		if !withBody {
+			body.done.Store(true)
+		}
+
+		r = r.WithContext(r.Context())
+		r.Body = body
 		next.ServeHTTP(w, r)
+		if !body.done.Load() {
+			// The server reads what is left of the body before it answers, unless the read
+			// fails: then it answers and closes. What it holds already it reads, and keeps the
+			// connection; for the rest, the read fails at once.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
 	})
+}
+
+// watchedBody is a request's body, which tells the guard when it has come in full.
+type watchedBody struct {
+	io.ReadCloser
+	conn *conn
+	done atomic.Bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !b.done.Swap(true) {
+		g := b.conn.guard
+		g.mu.Lock()
+		b.conn.sending = false
+		g.unwaitLocked(b.conn)
+		g.mu.Unlock()
+	}
+	return n, err
 }
 
 func (g *Guard) waitLocked(c *conn) {

@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// testServer is a guarded server on loopback. GET /slow is answered once release is closed;
-// POST echoes its body; anything else gets 204.
+// testServer is a guarded server on loopback. /slow reads its body and is answered once release
+// is closed; POST /refuse is answered 401 without its body being read; POST echoes its body;
+// anything else gets 204.
 type testServer struct {
 	t           *testing.T
 	guard       *Guard
@@ -44,8 +45,11 @@ func startServer(t *testing.T, limits Limits) *testServer {
 	server := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Path == "/slow":
+			io.ReadAll(r.Body)
 			<-s.release
 			w.WriteHeader(http.StatusNoContent)
+		case r.URL.Path == "/refuse":
+			w.WriteHeader(http.StatusUnauthorized)
 		case r.Method == http.MethodPost:
 			body, err := io.ReadAll(r.Body)
 			if err != nil {

@@ -86,7 +86,7 @@ type API struct {
 	StripeEvents *prometheus.CounterVec
 
 	// RateLimited counts requests refused by one of the API's limits, by limit: rider_rate,
-	// rider_in_flight, rider_read_rate, rider_reads_in_flight, auth_failures, in_flight (shed).
+	// rider_in_flight, rider_read_rate, rider_reads_in_flight, in_flight (shed).
 	RateLimited *prometheus.CounterVec
 
 	// ConnectionsShed counts connections closed to make room at a connection cap, by reason

@@ -44,6 +44,7 @@ func (a *apiTarget) run(ctx context.Context, clients int, duration time.Duration
 	proc, err := startAPI(ctx, a.binary, a.logPath, []string{
 		"DATABASE_URL=" + databaseURL,
 		"STRIPE_API_KEY=" + standInKey,
+		"API_TOKEN_SECRET=" + tokenSecret,
 		"STRIPE_API_URL=" + a.standIn.url,
 		"LOG_LEVEL=warn",  // one log line per request would be part of what is measured
 		"RATE_LIMITS=off", // a load test: the riders book far faster than riders do

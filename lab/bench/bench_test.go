@@ -16,7 +16,7 @@ func TestBench(t *testing.T) {
 	b := ridetest.Setup(t)
 	logger := slog.New(slog.DiscardHandler)
 	executor := phases.New(b.Pool, b.StripeClient, logger, phases.Config{})
-	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, api.Config{Limits: api.Limits{Off: true}}).Handler())
+	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, api.Config{Limits: api.Limits{Off: true}, TokenKey: ridetest.TokenKey}).Handler())
 	t.Cleanup(server.Close)
 
 	t.Run("BooksRidesAndReplaysThem", func(t *testing.T) {

@@ -39,6 +39,9 @@ const pgbenchTokenPrefix = "bench-rider-"
 // any test-mode key.
 const standInKey = "sk_test_rocketrides_bench"
 
+// tokenSecret is the API_TOKEN_SECRET of the API under test and of admin, which makes its riders.
+const tokenSecret = "rocketrides-bench-token-secret-not-for-production"
+
 // prepare creates the three databases with the same history of -rides rides by -riders riders,
 // and in each the -clients bench riders, client i being rider i; without article, all but the
 // article's. The admin command it runs is built in workDir. It returns the API tokens of the API's bench riders, client i's at i.
@@ -189,7 +192,7 @@ func createPgbenchRiders(ctx context.Context, db models.DBTX, clients int) error
 // createAPIRiders creates the API's bench riders with admin create-user (built in workDir),
 // each with a Stripe customer at the stand-in whose card works, and returns their tokens.
 func createAPIRiders(ctx context.Context, workDir, databaseURL string, clients int, standIn *standIn) ([]string, error) {
-	env := []string{"DATABASE_URL=" + databaseURL, "STRIPE_API_KEY=" + standInKey, "STRIPE_API_URL=" + standIn.url}
+	env := []string{"DATABASE_URL=" + databaseURL, "STRIPE_API_KEY=" + standInKey, "STRIPE_API_URL=" + standIn.url, "API_TOKEN_SECRET=" + tokenSecret}
 	tokens := make([]string, clients)
 	for i := range tokens {
 		out, err := runAdmin(ctx, workDir, env, "create-user",

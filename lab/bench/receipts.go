@@ -183,7 +183,7 @@ func startStack(ctx context.Context, workDir, databaseURL, smtpURL string, stand
 			return procs, err
 		}
 		// What each process needs to reach the others, as the Procfile's .env gives it.
-		env := []string{"DATABASE_URL=" + dbURL, "SMTP_URL=" + smtpURL, "STRIPE_API_KEY=" + standInKey, "STRIPE_API_URL=" + standIn.url}
+		env := []string{"DATABASE_URL=" + dbURL, "SMTP_URL=" + smtpURL, "STRIPE_API_KEY=" + standInKey, "STRIPE_API_URL=" + standIn.url, "API_TOKEN_SECRET=" + tokenSecret}
 		binary, logPath := filepath.Join(workDir, name), filepath.Join(workDir, name+".log")
 		var p *process
 		if name == "api" {

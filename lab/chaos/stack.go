@@ -151,6 +151,7 @@ func startStack(ctx context.Context, cfg *config, events *eventLog, progress fun
 
 	st.baseEnv = append(st.baseEnv,
 		"STRIPE_API_KEY=sk_test_rocketrides_chaos",
+		"API_TOKEN_SECRET="+tokenSecret,
 		"STRIPE_WEBHOOK_SECRET="+webhookSecret,
 		"STRIPE_API_URL="+stripeURL,
 		"SMTP_URL="+st.smtp.URL(),
@@ -266,6 +267,9 @@ var forcedCrashPoints = []phases.FaultPoint{phases.FaultPointChargeAnswered, pha
 // webhookSecret is the signing secret of the API's webhook endpoint, which the stand-in signs
 // its deliveries with.
 const webhookSecret = "whsec_rocketrides_chaos"
+
+// tokenSecret is the stack's API_TOKEN_SECRET, the API's and admin's.
+const tokenSecret = "rocketrides-chaos-token-secret-not-for-production"
 
 // soakWebhookBehavior is how Stripe delivers events while the soak runs: every event twice, and
 // in pairs newest first, as Stripe may; settle turns both off.

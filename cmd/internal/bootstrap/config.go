@@ -5,6 +5,7 @@ package bootstrap
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/completer"
 	"github.com/rocketrides/rocketrides/enqueuer"
+	"github.com/rocketrides/rocketrides/internal/authtoken"
 	"github.com/rocketrides/rocketrides/internal/connguard"
 	"github.com/rocketrides/rocketrides/internal/stripeclient"
 	"github.com/rocketrides/rocketrides/phases"
@@ -79,6 +81,14 @@ type Config struct {
 	// StripeAPIKey (STRIPE_API_KEY, required to charge) is the secret key charges are made with.
 	StripeAPIKey string
 
+	// APITokenSecret (API_TOKEN_SECRET, required by the API, admin create-user and
+	// reissue-token, and the simulator when it makes its own riders) is the secret riders' API tokens carry a MAC under, at least
+	// authtoken.SecretMinBytes bytes: `openssl rand -base64 32` makes one. The API refuses a
+	// token without a valid MAC before any lookup. It has no default, as a payment service keeps
+	// no secret in its source: a published one would let anyone's made-up tokens cost lookups
+	// again. go run ./cmd/dev sets a development one.
+	APITokenSecret string
+
 	// StripeWebhookSecret (STRIPE_WEBHOOK_SECRET, default unset: webhooks off) is the signing
 	// secret of our webhook endpoint at Stripe, which the API verifies every event at
 	// POST /webhooks/stripe with.
@@ -103,7 +113,6 @@ type Config struct {
 	// them all off, for load tests. Each limit's own variable overrides its
 	// default: RIDER_RIDES_PER_MINUTE, RIDER_RIDE_BURST, RIDER_RIDES_IN_FLIGHT,
 	// RIDER_READS_PER_MINUTE, RIDER_READ_BURST, RIDER_READS_IN_FLIGHT,
-	// AUTH_FAILURES_PER_MINUTE, AUTH_FAILURE_BURST, AUTH_LIMITED_LOOKUPS_PER_MINUTE,
 	// MAX_REQUESTS_IN_FLIGHT.
 	RateLimits api.Limits
 
@@ -170,6 +179,17 @@ func (cfg *Config) ConnGuard(shed func(reason string)) *connguard.Guard {
 	})
 }
 
+// TokenKey returns the key riders' API tokens are made and checked with, or an error saying how
+// to set API_TOKEN_SECRET, which the processes that need it call for.
+func (cfg *Config) TokenKey() (authtoken.Key, error) {
+	if cfg.APITokenSecret == "" {
+		return authtoken.Key{}, errors.New("invalid configuration: API_TOKEN_SECRET is required: the secret API tokens are " +
+			"made and checked with, the same for the API and admin, at least 32 bytes; make one with `openssl rand -base64 32` " +
+			"(go run ./cmd/dev sets a development one)")
+	}
+	return authtoken.ParseKey(cfg.APITokenSecret)
+}
+
 // LoadConfig reads the configuration through getenv (os.Getenv outside tests).
 func LoadConfig(getenv func(string) string) (*Config, error) {
 	cfg := &Config{
@@ -177,7 +197,9 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		LogFormat:    LogFormatDefault,
 		Port:         api.PortDefault,
 		StripeAPIKey: getenv("STRIPE_API_KEY"),
-		StripeAPIURL: getenv("STRIPE_API_URL"),
+
+		APITokenSecret: getenv("API_TOKEN_SECRET"),
+		StripeAPIURL:   getenv("STRIPE_API_URL"),
 
 		StripeWebhookSecret: getenv("STRIPE_WEBHOOK_SECRET"),
 		MetricsAddr:         getenv("METRICS_ADDR"),
@@ -294,9 +316,17 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	parsePositive("RIDER_READS_PER_MINUTE", &cfg.RateLimits.RiderReadsPerMinute)
 	parsePositive("RIDER_READ_BURST", &cfg.RateLimits.RiderReadBurst)
 	parsePositive("RIDER_READS_IN_FLIGHT", &cfg.RateLimits.RiderReadsInFlight)
-	parsePositive("AUTH_FAILURES_PER_MINUTE", &cfg.RateLimits.AuthFailuresPerMinute)
-	parsePositive("AUTH_FAILURE_BURST", &cfg.RateLimits.AuthFailureBurst)
-	parsePositive("AUTH_LIMITED_LOOKUPS_PER_MINUTE", &cfg.RateLimits.LimitedAddressLookupsPerMinute)
+	for _, name := range []string{"AUTH_FAILURES_PER_MINUTE", "AUTH_FAILURE_BURST", "AUTH_LIMITED_LOOKUPS_PER_MINUTE"} {
+		if getenv(name) != "" {
+			errs = append(errs, fmt.Sprintf("%s is gone: a token the API did not issue is refused without a lookup "+
+				"(API_TOKEN_SECRET), so failed authentications cost nothing to limit; unset %s", name, name))
+		}
+	}
+	if cfg.APITokenSecret != "" {
+		if _, err := authtoken.ParseKey(cfg.APITokenSecret); err != nil {
+			errs = append(errs, "API_TOKEN_SECRET: "+err.Error())
+		}
+	}
 	parsePositive("MAX_REQUESTS_IN_FLIGHT", &cfg.RateLimits.MaxRequestsInFlight)
 	if v := getenv("SIMULATE_ERRORS"); v != "" {
 		b, err := strconv.ParseBool(v)

@@ -22,6 +22,9 @@ type Params struct {
 	StripeCustomerID string
 	CardToken        string
 	Stripe           *client.API
+
+	// TokenKey makes the rider's API token (bootstrap's Config.TokenKey).
+	TokenKey authtoken.Key
 }
 
 // Created is a new rider and the API token they authenticate with.
@@ -54,7 +57,7 @@ func Create(ctx context.Context, db models.DBTX, params Params) (*Created, error
 		customerID = customer.ID
 	}
 
-	token, hash, err := authtoken.New()
+	token, hash, err := params.TokenKey.New()
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 )
 
@@ -32,6 +33,7 @@ func startBase(t *testing.T, riderEmail string) *base {
 	b.env = []string{
 		"DATABASE_URL=" + b.databaseURL,
 		"STRIPE_API_KEY=sk_test_e2e",
+		"API_TOKEN_SECRET=" + ridetest.TokenSecret,
 		"STRIPE_API_URL=" + b.stripeURL,
 		"SMTP_URL=" + b.mail.URL(),
 		// One rider books many rides at once (the e2e test: 20 rides and their 20 replays),

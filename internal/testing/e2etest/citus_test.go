@@ -12,6 +12,7 @@ import (
 	"github.com/rocketrides/rocketrides/client"
 	"github.com/rocketrides/rocketrides/internal/devenv/cituscluster"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/migrations"
 )
 
@@ -61,7 +62,7 @@ func TestCitus(t *testing.T) {
 	}, "-addr", "127.0.0.1:0")
 	stripeURL := strings.TrimSpace(proctest.WaitOutput(t, stripe, "http://", 10*time.Second))
 	env := []string{"DATABASE_URL=" + databaseURL, "STRIPE_API_KEY=sk_test_citus", "STRIPE_API_URL=" + stripeURL,
-		"STRIPE_WEBHOOK_SECRET=" + webhookSecret, "RATE_LIMITS=off"}
+		"STRIPE_WEBHOOK_SECRET=" + webhookSecret, "RATE_LIMITS=off", "API_TOKEN_SECRET=" + ridetest.TokenSecret}
 	admin := proctest.Build(t, "admin")
 	rider := createRider(t, admin, env, "citus@example.com")
 	outDeclined, errDeclined, code := proctest.Run(t, admin, env, "create-user", "-email", "declined@example.com", "-card", "tok_chargeCustomerFail")

@@ -20,6 +20,7 @@ import (
 	"github.com/rocketrides/rocketrides/client"
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 )
 
@@ -96,6 +97,7 @@ func (s *murphyStack) env(extra ...string) []string {
 	env := []string{
 		"DATABASE_URL=" + s.databaseURL,
 		"STRIPE_API_KEY=sk_test_murphy",
+		"API_TOKEN_SECRET=" + ridetest.TokenSecret,
 		"STRIPE_API_URL=" + s.stripeURL,
 		"STRIPE_TIMEOUT=" + murphyStripeTimeout.String(),
 		// Several clients retry hard as one rider, which the API's limits would slow down;

@@ -40,7 +40,7 @@ var processes = []process{
 		name: "api", logName: "API",
 		prepare: func(t *testing.T, b *ridetest.Bundle) ([]string, func(*testing.T)) {
 			env := []string{fmt.Sprintf("PORT=%d", proctest.FreePort(t)),
-				"STRIPE_API_KEY=" + ridetest.StripeAPIKey, "STRIPE_API_URL=" + b.Stripe.URL}
+				"STRIPE_API_KEY=" + ridetest.StripeAPIKey, "STRIPE_API_URL=" + b.Stripe.URL, "API_TOKEN_SECRET=" + ridetest.TokenSecret}
 			return env, func(*testing.T) {}
 		},
 		// Its work comes from riders, whom the API's own tests play (cmd/api, api); here, that

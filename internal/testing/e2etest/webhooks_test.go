@@ -15,6 +15,7 @@ import (
 	"github.com/rocketrides/rocketrides/client"
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 )
 
 // TestWebhooksReachTheAPI runs the conversation with Stripe on real processes: the stand-in
@@ -37,7 +38,7 @@ func TestWebhooksReachTheAPI(t *testing.T) {
 
 	databaseURL := dbtest.NewDB(t)
 	env := []string{"DATABASE_URL=" + databaseURL, "STRIPE_API_KEY=sk_test_e2e", "STRIPE_API_URL=" + stripeURL,
-		"STRIPE_WEBHOOK_SECRET=" + secret, "RATE_LIMITS=off"}
+		"STRIPE_WEBHOOK_SECRET=" + secret, "RATE_LIMITS=off", "API_TOKEN_SECRET=" + ridetest.TokenSecret}
 	token := createRider(t, proctest.Build(t, "admin"), env, "webhooks@example.com")
 	api := proctest.Start(t, proctest.Build(t, "api"), append(env, fmt.Sprintf("PORT=%d", apiPort)))
 	proctest.WaitHTTP(t, api, apiURL+"/readyz", 15*time.Second)

@@ -28,6 +28,19 @@ const StripeAPIKey = "sk_test_rocketrides"
 // StripeTimeout is short so that a test of Stripe timing out does not wait long.
 const StripeTimeout = 2 * time.Second
 
+// TokenSecret is the API token secret of tests (API_TOKEN_SECRET), and TokenKey its key: riders
+// made here carry tokens the tests' API accepts.
+const TokenSecret = "rocketrides-test-token-secret-not-for-production"
+
+// TokenKey is TokenSecret's key.
+var TokenKey = func() authtoken.Key {
+	key, err := authtoken.ParseKey(TokenSecret)
+	if err != nil {
+		panic(err)
+	}
+	return key
+}()
+
 // Bundle is one test's world.
 type Bundle struct {
 	Pool         *pgxpool.Pool
@@ -74,7 +87,7 @@ func (b *Bundle) NewRider(t testing.TB, cardToken string) *Rider {
 		t.Fatalf("error creating Stripe customer: %s", err)
 	}
 
-	token, hash, err := authtoken.New()
+	token, hash, err := TokenKey.New()
 	if err != nil {
 		t.Fatal(err)
 	}
