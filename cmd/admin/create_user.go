@@ -13,6 +13,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/cmd/internal/riders"
+	"github.com/rocketrides/rocketrides/models"
 )
 
 // createUser adds a rider and prints their API token, the only time it is ever shown.
@@ -57,9 +58,14 @@ func createUser(ctx context.Context, args []string) error {
 		return fmt.Errorf("create-user: %w", err)
 	}
 
+	return printToken(created.User, created.Token)
+}
+
+// printToken prints a rider's new API token as one JSON line, with the rider it belongs to.
+func printToken(user *models.User, token string) error {
 	return json.NewEncoder(os.Stdout).Encode(struct {
 		ID    int64  `json:"id"`
 		Email string `json:"email"`
 		Token string `json:"token"`
-	}{created.User.ID, created.User.Email, created.Token})
+	}{user.ID, user.Email, token})
 }

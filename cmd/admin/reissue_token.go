@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -53,9 +52,5 @@ func reissueToken(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("reissue-token: %w", err)
 	}
-	return json.NewEncoder(os.Stdout).Encode(struct {
-		ID    int64  `json:"id"`
-		Email string `json:"email"`
-		Token string `json:"token"`
-	}{user.ID, user.Email, token})
+	return printToken(user, token)
 }
