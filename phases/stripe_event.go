@@ -86,14 +86,10 @@ func (e *Executor) ApplyStripeEvent(ctx context.Context, event *stripe.Event) (E
 	ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
 	defer cancel()
 
-	reported := status // the status a ride of the charge moves to; none without a charge
-	if chargeID == "" {
-		reported = ""
-	}
 	result, rideID := EventApplied, int64(0)
 	_, err = e.inSerializableTx(ctx, func(ctx context.Context, tx *phaseTx) error {
 		result, rideID = EventApplied, 0
-		recorded, err := models.StripeEventRecord(ctx, tx, event.ID, string(event.Type), time.Unix(event.Created, 0), chargeID, reported)
+		recorded, err := models.StripeEventRecord(ctx, tx, event.ID, string(event.Type), time.Unix(event.Created, 0))
 		if err != nil {
 			return err
 		}
@@ -107,7 +103,7 @@ func (e *Executor) ApplyStripeEvent(ctx context.Context, event *stripe.Event) (E
 		id, _, err := models.RideRaiseStatus(ctx, tx, chargeID, status)
 		if errors.Is(err, models.ErrNotFound) {
 			result = EventKept // for the transaction that records the charge
-			return nil
+			return models.StripeEventKeep(ctx, tx, event.ID, chargeID, status)
 		}
 		if err != nil {
 			return err

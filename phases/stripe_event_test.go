@@ -93,6 +93,38 @@ func TestStripeEventBeforeItsRecord(t *testing.T) {
 		b.requireOneChargedRide(t, b.Rider)
 	})
 
+	// Every booking reads the index of kept events for its charge (SERIALIZABLE: a predicate
+	// lock on its one small page). A refund of a charge that a ride records writes nothing there,
+	// so that it never conflicts with a booking; only a kept event does. An empty b-tree is its
+	// metapage alone; the first entry adds a page.
+	t.Run("OnlyKeptEventsEnterTheIndexBookingsRead", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		keptIndexPages := func() int {
+			return b.Count(t, `SELECT (pg_relation_size('stripe_events_kept_charge_id') / current_setting('block_size')::int)::int`)
+		}
+		ride := b.bookedRide(t, b.Rider)
+		if _, err := b.Stripe.RefundCharge(*ride.StripeChargeID); err != nil {
+			t.Fatal(err)
+		}
+		event := b.lastStripeEvent(t, fakestripe.EventChargeRefunded)
+		if result, rideID, err := b.executor.ApplyStripeEvent(ctx, event); err != nil || result != EventApplied || rideID != ride.ID {
+			t.Fatalf("want the refund applied to ride %d, got %s for ride %d, %v", ride.ID, result, rideID, err)
+		}
+		b.requireStatus(t, ride.ID, models.RideStatusRefunded)
+		if n := keptIndexPages(); n != 1 {
+			t.Fatalf("want the index of kept events untouched (its metapage alone), got %d pages", n)
+		}
+
+		event.ID, event.Data.Raw = "evt_of_a_charge_to_come", []byte(`{"id": "ch_to_come", "object": "charge", "refunded": true}`)
+		if result, _, err := b.executor.ApplyStripeEvent(ctx, event); err != nil || result != EventKept {
+			t.Fatalf("want the refund of a charge to come kept, got %s, %v", result, err)
+		}
+		if n := keptIndexPages(); n != 2 {
+			t.Fatalf("want the kept event in the index of kept events, got %d pages", n)
+		}
+	})
+
 	// The completer resumes the booking whose charge's answer was lost, after the refund came.
 	t.Run("AppliedByTheCompleter", func(t *testing.T) {
 		t.Parallel()
