@@ -87,18 +87,37 @@ func StripeEventsSetRide(batch *pgx.Batch, ids []string, rideID int64) {
 		})
 }
 
+// KeptStripeEventCursor is where a listing of kept events stopped: the receipt time and id of
+// the last event it returned. The zero cursor starts from the first.
+type KeptStripeEventCursor struct {
+	ReceivedAt time.Time
+	ID         string
+}
+
 // StripeEventListKept returns up to limit of the events kept for a charge and received within
-// the last receivedWithin, oldest first.
-func StripeEventListKept(ctx context.Context, db DBTX, receivedWithin time.Duration, limit int) ([]KeptStripeEvent, error) {
+// the last receivedWithin, oldest first, from after on, and the cursor of the next page. Paging
+// on (received_at, id) reaches every kept event however many older ones stay kept for good (a
+// charge of another integration on the same Stripe account, which no ride ever records).
+func StripeEventListKept(ctx context.Context, db DBTX, receivedWithin time.Duration, after KeptStripeEventCursor, limit int) ([]KeptStripeEvent, KeptStripeEventCursor, error) {
 	rows, _ := db.Query(ctx, `
-		SELECT id, charge_id, ride_status FROM stripe_events
+		SELECT id, charge_id, ride_status, received_at FROM stripe_events
 		WHERE ride_id IS NULL AND charge_id IS NOT NULL
 			AND received_at > now() - make_interval(secs => $1)
-		ORDER BY received_at
-		LIMIT $2`, receivedWithin.Seconds(), limit)
-	kept, err := pgx.CollectRows(rows, pgx.RowToStructByPos[KeptStripeEvent])
+			AND (received_at, id) > ($2, $3)
+		ORDER BY received_at, id
+		LIMIT $4`, receivedWithin.Seconds(), after.ReceivedAt, after.ID, limit)
+	var (
+		kept  []KeptStripeEvent
+		event KeptStripeEvent
+		next  = after
+	)
+	_, err := pgx.ForEachRow(rows, []any{&event.ID, &event.ChargeID, &event.Status, &next.ReceivedAt}, func() error {
+		kept = append(kept, event)
+		next.ID = event.ID
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("error listing kept Stripe events: %w", err)
+		return nil, after, fmt.Errorf("error listing kept Stripe events: %w", err)
 	}
-	return kept, nil
+	return kept, next, nil
 }

@@ -136,16 +136,40 @@ func applyKeptEvents(batch *pgx.Batch, ride *models.Ride, kept []models.KeptStri
 	models.StripeEventsSetRide(batch, ids, ride.ID)
 }
 
-// ApplyKeptStripeEvents applies the events kept for a charge that a ride records by now, up to
-// limit of those received within the last receivedWithin, and returns how many it applied.
-// recordCharge applies an event kept for its charge; this catches one it did not see. On a single
-// Postgres that cannot happen (see ApplyStripeEvent). On Citus it can: the event is kept on the
-// coordinator and the charge recorded on a worker, and no node sees both transactions, so each
-// can commit without seeing the other. The completer calls it on every pass.
-func (e *Executor) ApplyKeptStripeEvents(ctx context.Context, receivedWithin time.Duration, limit int) (int, error) {
-	kept, err := models.StripeEventListKept(ctx, e.pool, receivedWithin, limit)
-	if err != nil || len(kept) == 0 {
-		return 0, err
+// ApplyKeptStripeEvents applies the events kept for a charge that a ride records by now, of those
+// received within the last receivedWithin, and returns how many it applied. It reads them in
+// pages of batchSize, each page's rides together, so that events kept for good (the charges of
+// another integration on the same Stripe account) cannot keep it from the rest. recordCharge
+// applies the events kept for its charge; this catches those it did not see:
+//
+//   - during a rolling deploy, a charge recorded by the release before this one, which does not
+//     read kept events;
+//   - on Citus, an event kept on the coordinator while a worker records its charge: no node sees
+//     both transactions, so each can commit without seeing the other.
+//
+// The completer calls it on every pass.
+func (e *Executor) ApplyKeptStripeEvents(ctx context.Context, receivedWithin time.Duration, batchSize int) (int, error) {
+	applied := 0
+	var after models.KeptStripeEventCursor
+	for {
+		kept, next, err := models.StripeEventListKept(ctx, e.pool, receivedWithin, after, batchSize)
+		if err != nil {
+			return applied, err
+		}
+		n, err := e.applyKeptPage(ctx, kept)
+		applied += n
+		if err != nil || len(kept) < batchSize {
+			return applied, err
+		}
+		after = next
+	}
+}
+
+// applyKeptPage applies the events of kept whose charge a ride records by now, one transaction
+// a ride, and returns how many it applied.
+func (e *Executor) applyKeptPage(ctx context.Context, kept []models.KeptStripeEvent) (int, error) {
+	if len(kept) == 0 {
+		return 0, nil
 	}
 	byCharge := map[string][]models.KeptStripeEvent{}
 	for _, event := range kept {
