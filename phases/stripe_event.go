@@ -76,12 +76,13 @@ func (e *InvalidEventError) Error() string {
 // It returns the ride the event moved on, 0 if none, and an *InvalidEventError for an event
 // that cannot be applied as sent.
 func (e *Executor) ApplyStripeEvent(ctx context.Context, event *stripe.Event) (EventResult, int64, error) {
-	if err := checkEvent(event, e.now()); err != nil {
-		return "", 0, err
-	}
 	chargeID, status, err := eventEffect(event)
 	if err != nil || status == "" {
 		return EventIgnored, 0, err
+	}
+	// Only an event we act on is judged: any other is acknowledged, whatever it says.
+	if err := checkEvent(event, e.now()); err != nil {
+		return "", 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
 	defer cancel()
