@@ -55,6 +55,7 @@ type InvalidEventError struct {
 	Reason  string // what is wrong with it, in a sentence for Stripe's dashboard
 }
 
+// Error says which event cannot be applied, and why.
 func (e *InvalidEventError) Error() string {
 	return fmt.Sprintf("Stripe event %.100q cannot be applied: %s", e.EventID, e.Reason)
 }
@@ -138,7 +139,8 @@ func applyKeptEvents(batch *pgx.Batch, ride *models.Ride, kept []models.KeptStri
 }
 
 // ApplyKeptStripeEvents applies the events kept for a charge that a ride records by now, of those
-// received within the last receivedWithin, and returns how many it applied. It reads them in
+// received within the last receivedWithin, and returns how many it applied: the events that
+// name a ride because of it, not those a concurrent record of the charge applied. It reads them in
 // pages of batchSize, each page's rides together, so that events kept for good (the charges of
 // another integration on the same Stripe account) cannot keep it from the rest. recordCharge
 // applies the events kept for its charge; this catches those it did not see:
@@ -183,17 +185,21 @@ func (e *Executor) applyKeptPage(ctx context.Context, kept []models.KeptStripeEv
 	applied := 0
 	for _, ride := range rides {
 		ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
-		// One transaction a ride: on Citus, the coordinator's events and one rider's worker.
+		// One transaction a ride: on Citus, the coordinator's events and one rider's worker. It
+		// reads the ride's kept events again, as recordCharge does, so that it applies and counts
+		// only those still kept: a concurrent record of the charge may have applied them.
+		var kept []models.KeptStripeEvent
 		_, err := e.inSerializableTx(ctx, func(ctx context.Context, tx *phaseTx) error {
-			// The raise is judged again in SQL, against the status the ride has by then.
-			applyKeptEvents(&tx.Writes, ride, byCharge[*ride.StripeChargeID])
+			kept = nil
+			models.StripeEventsKeptFor(&tx.Writes, *ride.StripeChargeID, &kept)
+			tx.afterWrites(func(batch *pgx.Batch) { applyKeptEvents(batch, ride, kept) })
 			return nil
 		})
 		cancel()
 		if err != nil {
 			return applied, fmt.Errorf("error applying the Stripe events kept for ride %d: %w", ride.ID, err)
 		}
-		applied += len(byCharge[*ride.StripeChargeID])
+		applied += len(kept)
 	}
 	return applied, nil
 }

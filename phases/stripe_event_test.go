@@ -224,6 +224,55 @@ func TestStripeEventBeforeItsRecord(t *testing.T) {
 		}
 	})
 
+	// The completer's pass lists a kept dispute, and a record of the charge applies it before the
+	// pass's transaction does: the pass's retry finds nothing kept and counts nothing.
+	t.Run("TheCompletersPassCountsOnlyWhatItApplied", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ride := b.bookedRide(t, b.Rider)
+		b.Exec(t, `INSERT INTO stripe_events (id, type, created_at, charge_id, ride_status)
+			VALUES ('evt_kept_dispute', 'charge.dispute.created', now(), $1, 'disputed')`, *ride.StripeChargeID)
+
+		// What recordCharge does with a kept event, held open until the pass waits on it.
+		record, err := b.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = record.Rollback(ctx) }()
+		if _, err := record.Exec(ctx, `UPDATE rides SET status = 'disputed' WHERE id = $1`, ride.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := record.Exec(ctx, `UPDATE stripe_events SET ride_id = $1 WHERE id = 'evt_kept_dispute'`, ride.ID); err != nil {
+			t.Fatal(err)
+		}
+		type passResult struct {
+			applied int
+			err     error
+		}
+		done := make(chan passResult, 1)
+		go func() {
+			applied, err := b.executor.ApplyKeptStripeEvents(ctx, time.Hour, 10)
+			done <- passResult{applied, err}
+		}()
+		for b.Count(t, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 0 {
+			select {
+			case res := <-done:
+				t.Fatalf("want the pass to wait for the record, got %d applied, %v", res.applied, res.err)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		if err := record.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		res := <-done
+		if res.err != nil || res.applied != 0 {
+			t.Fatalf("want the pass to count nothing applied, got %d, %v", res.applied, res.err)
+		}
+		b.requireStatus(t, ride.ID, models.RideStatusDisputed)
+	})
+
 	// The cancel's own refund is reported before the cancel records it: Stripe refunded, the
 	// answer was lost, and the charge.refunded came. The ride, which records its charge, shows
 	// refunded at once; the retry of the cancel records the refund, and cancelled outranks it.
