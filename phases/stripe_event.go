@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -174,11 +173,12 @@ func (e *Executor) applyKeptPage(ctx context.Context, kept []models.KeptStripeEv
 	if len(kept) == 0 {
 		return 0, nil
 	}
-	byCharge := map[string][]models.KeptStripeEvent{}
-	for _, event := range kept {
-		byCharge[event.ChargeID] = append(byCharge[event.ChargeID], event)
+	chargeIDs := make([]string, len(kept))
+	for i, event := range kept {
+		chargeIDs[i] = event.ChargeID
 	}
-	rides, err := models.RideListByStripeChargeIDs(ctx, e.pool, slices.Collect(maps.Keys(byCharge)))
+	slices.Sort(chargeIDs)
+	rides, err := models.RideListByStripeChargeIDs(ctx, e.pool, slices.Compact(chargeIDs))
 	if err != nil {
 		return 0, err
 	}
@@ -188,18 +188,18 @@ func (e *Executor) applyKeptPage(ctx context.Context, kept []models.KeptStripeEv
 		// One transaction a ride: on Citus, the coordinator's events and one rider's worker. It
 		// reads the ride's kept events again, as recordCharge does, so that it applies and counts
 		// only those still kept: a concurrent record of the charge may have applied them.
-		var kept []models.KeptStripeEvent
+		var stillKept []models.KeptStripeEvent
 		_, err := e.inSerializableTx(ctx, func(ctx context.Context, tx *phaseTx) error {
-			kept = nil
-			models.StripeEventsKeptFor(&tx.Writes, *ride.StripeChargeID, &kept)
-			tx.afterWrites(func(batch *pgx.Batch) { applyKeptEvents(batch, ride, kept) })
+			stillKept = nil
+			models.StripeEventsKeptFor(&tx.Writes, *ride.StripeChargeID, &stillKept)
+			tx.afterWrites(func(batch *pgx.Batch) { applyKeptEvents(batch, ride, stillKept) })
 			return nil
 		})
 		cancel()
 		if err != nil {
 			return applied, fmt.Errorf("error applying the Stripe events kept for ride %d: %w", ride.ID, err)
 		}
-		applied += len(kept)
+		applied += len(stillKept)
 	}
 	return applied, nil
 }
