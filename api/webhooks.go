@@ -26,8 +26,10 @@ const webhookMaxBytes = 256 << 10
 //
 // Stripe delivers each event at least once, retrying until it gets a 2xx, in no particular
 // order: phases.ApplyStripeEvent applies each event once, and any order to the same end. A
-// signed event that cannot be applied as sent is a 400 that says why and stores nothing; only a
-// failure of ours answers 5xx, and Stripe delivers again later.
+// signed event that cannot be applied as sent is a 400 that says why and stores nothing. Stripe
+// retries a 400 as it does a 5xx, so the status does not stop the deliveries: it says the event
+// is at fault, not us, its detail shows in Stripe's dashboard, and a 5xx stays a failure of ours
+// that our alerts can trust; Stripe delivers it again later.
 func (s *Server) stripeWebhook(w http.ResponseWriter, r *http.Request) {
 	payload, err := io.ReadAll(http.MaxBytesReader(w, r.Body, webhookMaxBytes))
 	if err != nil {

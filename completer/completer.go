@@ -185,7 +185,8 @@ func (c *Completer) runOnce(ctx context.Context) (*Result, int, error) {
 
 	res := &Result{}
 	// Stripe events kept for a charge that a ride records by now, but that its record did not
-	// see (on Citus; see phases.ApplyKeptStripeEvents), as young as the keys taken on.
+	// see (on Citus, or a charge the release before recorded; see phases.ApplyKeptStripeEvents),
+	// as young as the keys taken on.
 	if res.StripeEventsApplied, err = c.executor.ApplyKeptStripeEvents(ctx, c.config.maxAge(), c.config.BatchSize); err != nil {
 		c.logger.WarnContext(ctx, "Completer: failed to apply kept Stripe events; left for the next pass",
 			slog.Int("num_applied", res.StripeEventsApplied), slog.String("error", err.Error()))

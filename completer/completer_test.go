@@ -71,6 +71,37 @@ func TestCompleterRunOnce(t *testing.T) {
 		b.runOnce(t, b.completer, Result{})
 	})
 
+	// Events kept for good (charges of another integration on the same Stripe account) are the
+	// oldest, and more than a batch: the pass still reaches the one kept for a recorded charge.
+	t.Run("AppliesKeptStripeEventsPastABatchOfUnmatchedOnes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		outcome, err := b.executor.CreateRide(context.Background(), newRequest(b.Rider))
+		if err != nil || outcome.StatusCode != 201 {
+			t.Fatalf("want a ride booked, got %+v, %v", outcome, err)
+		}
+		var rideID int64
+		var chargeID string
+		if err := b.Pool.QueryRow(context.Background(), `SELECT id, stripe_charge_id FROM rides`).Scan(&rideID, &chargeID); err != nil {
+			t.Fatal(err)
+		}
+		const batchSize = 2
+		b.Exec(t, `INSERT INTO stripe_events (id, type, created_at, received_at, charge_id, ride_status)
+			SELECT 'evt_not_ours_' || i, 'charge.dispute.created', now(), now() - interval '1 hour', 'ch_not_ours_' || i, 'disputed'
+			FROM generate_series(1, $1::int) i`, 2*batchSize+1)
+		b.Exec(t, `INSERT INTO stripe_events (id, type, created_at, charge_id, ride_status)
+			VALUES ('evt_kept_dispute', 'charge.dispute.created', now(), $1, 'disputed')`, chargeID)
+		c := New(b.Pool, b.executor, slog.New(slog.DiscardHandler), Config{BatchSize: batchSize})
+
+		b.runOnce(t, c, Result{StripeEventsApplied: 1})
+		if n := b.Count(t, `SELECT count(*) FROM rides WHERE id = $1 AND status = 'disputed'`, rideID); n != 1 {
+			t.Fatal("want the ride disputed")
+		}
+		if n := b.Count(t, `SELECT count(*) FROM stripe_events WHERE ride_id IS NULL`); n != 2*batchSize+1 {
+			t.Fatalf("want the unmatched events still kept, got %d", n)
+		}
+	})
+
 	t.Run("EmptyDatabase", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

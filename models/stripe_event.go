@@ -10,21 +10,35 @@ import (
 )
 
 // StripeEventRecord records that the Stripe event id, of type eventType and created at created,
-// is being applied, in the transaction that applies it. chargeID and status are the charge the
-// event concerns and the ride status it reports, both empty for an event that changes no ride;
-// the event stays kept for the charge until StripeEventSetRide names its ride. It reports false
-// when the event was recorded before: a delivery Stripe repeated, which must change nothing. Two
-// deliveries of one event at once wait on each other at the primary key, and the second reports
-// false once the first commits.
-func StripeEventRecord(ctx context.Context, db DBTX, id, eventType string, created time.Time, chargeID string, status RideStatus) (bool, error) {
+// is being applied, in the transaction that applies it. It reports false when the event was
+// recorded before: a delivery Stripe repeated, which must change nothing. Two deliveries of one
+// event at once wait on each other at the primary key, and the second reports false once the
+// first commits.
+func StripeEventRecord(ctx context.Context, db DBTX, id, eventType string, created time.Time) (bool, error) {
 	tag, err := db.Exec(ctx, `
-		INSERT INTO stripe_events (id, type, created_at, charge_id, ride_status)
-		VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, ''))
-		ON CONFLICT (id) DO NOTHING`, id, eventType, created, chargeID, string(status))
+		INSERT INTO stripe_events (id, type, created_at)
+		VALUES ($1, $2, $3)
+		ON CONFLICT (id) DO NOTHING`, id, eventType, created)
 	if err != nil {
 		return false, fmt.Errorf("error recording Stripe event %s: %w", id, err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// StripeEventKeep keeps the event id, which StripeEventRecord recorded, for chargeID, which no
+// ride records yet: status is the ride status it reports, for the transaction that records the
+// charge to apply. Only a kept event enters the index that every booking reads, so that a
+// webhook for a charge a ride records never writes where a booking reads.
+func StripeEventKeep(ctx context.Context, db DBTX, id, chargeID string, status RideStatus) error {
+	tag, err := db.Exec(ctx, `UPDATE stripe_events SET charge_id = $2, ride_status = $3 WHERE id = $1`,
+		id, chargeID, string(status))
+	if err != nil {
+		return fmt.Errorf("error keeping Stripe event %s for charge %s: %w", id, chargeID, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("error keeping Stripe event %s for charge %s: %w", id, chargeID, ErrNotFound)
+	}
+	return nil
 }
 
 // StripeEventSetRide records which ride an event changed; the event is no longer kept.
@@ -73,18 +87,37 @@ func StripeEventsSetRide(batch *pgx.Batch, ids []string, rideID int64) {
 		})
 }
 
+// KeptStripeEventCursor is where a listing of kept events stopped: the receipt time and id of
+// the last event it returned. The zero cursor starts from the first.
+type KeptStripeEventCursor struct {
+	ReceivedAt time.Time
+	ID         string
+}
+
 // StripeEventListKept returns up to limit of the events kept for a charge and received within
-// the last receivedWithin, oldest first.
-func StripeEventListKept(ctx context.Context, db DBTX, receivedWithin time.Duration, limit int) ([]KeptStripeEvent, error) {
+// the last receivedWithin, oldest first, from after on, and the cursor of the next page. Paging
+// on (received_at, id) reaches every kept event however many older ones stay kept for good (a
+// charge of another integration on the same Stripe account, which no ride ever records).
+func StripeEventListKept(ctx context.Context, db DBTX, receivedWithin time.Duration, after KeptStripeEventCursor, limit int) ([]KeptStripeEvent, KeptStripeEventCursor, error) {
 	rows, _ := db.Query(ctx, `
-		SELECT id, charge_id, ride_status FROM stripe_events
+		SELECT id, charge_id, ride_status, received_at FROM stripe_events
 		WHERE ride_id IS NULL AND charge_id IS NOT NULL
 			AND received_at > now() - make_interval(secs => $1)
-		ORDER BY received_at
-		LIMIT $2`, receivedWithin.Seconds(), limit)
-	kept, err := pgx.CollectRows(rows, pgx.RowToStructByPos[KeptStripeEvent])
+			AND (received_at, id) > ($2, $3)
+		ORDER BY received_at, id
+		LIMIT $4`, receivedWithin.Seconds(), after.ReceivedAt, after.ID, limit)
+	var (
+		kept  []KeptStripeEvent
+		event KeptStripeEvent
+		next  = after
+	)
+	_, err := pgx.ForEachRow(rows, []any{&event.ID, &event.ChargeID, &event.Status, &next.ReceivedAt}, func() error {
+		kept = append(kept, event)
+		next.ID = event.ID
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("error listing kept Stripe events: %w", err)
+		return nil, after, fmt.Errorf("error listing kept Stripe events: %w", err)
 	}
-	return kept, nil
+	return kept, next, nil
 }

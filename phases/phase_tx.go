@@ -34,7 +34,8 @@ type phaseTx struct {
 	// Writes are the phase's queued writes, sent by commit.
 	Writes pgx.Batch
 
-	// then queue the writes that depend on what a read among Writes found (see afterWrites).
+	// then holds the callbacks of afterWrites. Each queues writes that depend on what a read
+	// queued among Writes found, once Writes have run.
 	then []func(batch *pgx.Batch)
 }
 

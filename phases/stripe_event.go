@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -55,6 +54,7 @@ type InvalidEventError struct {
 	Reason  string // what is wrong with it, in a sentence for Stripe's dashboard
 }
 
+// Error says which event cannot be applied, and why.
 func (e *InvalidEventError) Error() string {
 	return fmt.Sprintf("Stripe event %.100q cannot be applied: %s", e.EventID, e.Reason)
 }
@@ -76,24 +76,21 @@ func (e *InvalidEventError) Error() string {
 // It returns the ride the event moved on, 0 if none, and an *InvalidEventError for an event
 // that cannot be applied as sent.
 func (e *Executor) ApplyStripeEvent(ctx context.Context, event *stripe.Event) (EventResult, int64, error) {
-	if err := checkEvent(event, e.now()); err != nil {
-		return "", 0, err
-	}
 	chargeID, status, err := eventEffect(event)
 	if err != nil || status == "" {
 		return EventIgnored, 0, err
 	}
+	// Only an event we act on is judged: any other is acknowledged, whatever it says.
+	if err := checkEvent(event, e.now()); err != nil {
+		return "", 0, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
 	defer cancel()
 
-	reported := status // the status a ride of the charge moves to; none without a charge
-	if chargeID == "" {
-		reported = ""
-	}
 	result, rideID := EventApplied, int64(0)
 	_, err = e.inSerializableTx(ctx, func(ctx context.Context, tx *phaseTx) error {
 		result, rideID = EventApplied, 0
-		recorded, err := models.StripeEventRecord(ctx, tx, event.ID, string(event.Type), time.Unix(event.Created, 0), chargeID, reported)
+		recorded, err := models.StripeEventRecord(ctx, tx, event.ID, string(event.Type), time.Unix(event.Created, 0))
 		if err != nil {
 			return err
 		}
@@ -107,7 +104,7 @@ func (e *Executor) ApplyStripeEvent(ctx context.Context, event *stripe.Event) (E
 		id, _, err := models.RideRaiseStatus(ctx, tx, chargeID, status)
 		if errors.Is(err, models.ErrNotFound) {
 			result = EventKept // for the transaction that records the charge
-			return nil
+			return models.StripeEventKeep(ctx, tx, event.ID, chargeID, status)
 		}
 		if err != nil {
 			return err
@@ -122,58 +119,87 @@ func (e *Executor) ApplyStripeEvent(ctx context.Context, event *stripe.Event) (E
 }
 
 // applyKeptEvents queues on batch the application of the events kept for ride's charge: the
-// ride moves to the status of highest precedence among them, and each names the ride from now
-// on. It queues nothing when none was kept.
+// ride moves to the status of highest precedence among them, judged in SQL against the status it
+// has by then, and each names the ride from now on. It queues nothing when none was kept. It
+// leaves ride as it is: the attempt may fail at its COMMIT, and the retry must queue the raise
+// again.
 func applyKeptEvents(batch *pgx.Batch, ride *models.Ride, kept []models.KeptStripeEvent) {
 	if len(kept) == 0 {
 		return
 	}
-	status := ride.Status
+	status := models.RideStatusBooked
 	ids := make([]string, len(kept))
 	for i, event := range kept {
 		status = status.Raise(event.Status)
 		ids[i] = event.ID
 	}
-	if status != ride.Status {
-		models.RideRaiseStatusByID(batch, ride.UserID, ride.ID, status)
-		ride.Status = status
-	}
+	models.RideRaiseStatusByID(batch, ride.UserID, ride.ID, status)
 	models.StripeEventsSetRide(batch, ids, ride.ID)
 }
 
-// ApplyKeptStripeEvents applies the events kept for a charge that a ride records by now, up to
-// limit of those received within the last receivedWithin, and returns how many it applied.
-// recordCharge applies an event kept for its charge; this catches one it did not see. On a single
-// Postgres that cannot happen (see ApplyStripeEvent). On Citus it can: the event is kept on the
-// coordinator and the charge recorded on a worker, and no node sees both transactions, so each
-// can commit without seeing the other. The completer calls it on every pass.
-func (e *Executor) ApplyKeptStripeEvents(ctx context.Context, receivedWithin time.Duration, limit int) (int, error) {
-	kept, err := models.StripeEventListKept(ctx, e.pool, receivedWithin, limit)
-	if err != nil || len(kept) == 0 {
-		return 0, err
+// ApplyKeptStripeEvents applies the events kept for a charge that a ride records by now, of those
+// received within the last receivedWithin, and returns how many it applied: the events that
+// name a ride because of it, not those a concurrent record of the charge applied. It reads them in
+// pages of batchSize, each page's rides together, so that events kept for good (the charges of
+// another integration on the same Stripe account) cannot keep it from the rest. recordCharge
+// applies the events kept for its charge; this catches those it did not see:
+//
+//   - during a rolling deploy, a charge recorded by the release before this one, which does not
+//     read kept events;
+//   - on Citus, an event kept on the coordinator while a worker records its charge: no node sees
+//     both transactions, so each can commit without seeing the other.
+//
+// The completer calls it on every pass.
+func (e *Executor) ApplyKeptStripeEvents(ctx context.Context, receivedWithin time.Duration, batchSize int) (int, error) {
+	applied := 0
+	var after models.KeptStripeEventCursor
+	for {
+		kept, next, err := models.StripeEventListKept(ctx, e.pool, receivedWithin, after, batchSize)
+		if err != nil {
+			return applied, err
+		}
+		n, err := e.applyKeptPage(ctx, kept)
+		applied += n
+		if err != nil || len(kept) < batchSize {
+			return applied, err
+		}
+		after = next
 	}
-	byCharge := map[string][]models.KeptStripeEvent{}
-	for _, event := range kept {
-		byCharge[event.ChargeID] = append(byCharge[event.ChargeID], event)
+}
+
+// applyKeptPage applies the events of kept whose charge a ride records by now, one transaction
+// a ride, and returns how many it applied.
+func (e *Executor) applyKeptPage(ctx context.Context, kept []models.KeptStripeEvent) (int, error) {
+	if len(kept) == 0 {
+		return 0, nil
 	}
-	rides, err := models.RideListByStripeChargeIDs(ctx, e.pool, slices.Collect(maps.Keys(byCharge)))
+	chargeIDs := make([]string, len(kept))
+	for i, event := range kept {
+		chargeIDs[i] = event.ChargeID
+	}
+	slices.Sort(chargeIDs)
+	rides, err := models.RideListByStripeChargeIDs(ctx, e.pool, slices.Compact(chargeIDs))
 	if err != nil {
 		return 0, err
 	}
 	applied := 0
 	for _, ride := range rides {
 		ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
-		// One transaction a ride: on Citus, the coordinator's events and one rider's worker.
+		// One transaction a ride: on Citus, the coordinator's events and one rider's worker. It
+		// reads the ride's kept events again, as recordCharge does, so that it applies and counts
+		// only those still kept: a concurrent record of the charge may have applied them.
+		var stillKept []models.KeptStripeEvent
 		_, err := e.inSerializableTx(ctx, func(ctx context.Context, tx *phaseTx) error {
-			// The raise is judged again in SQL, against the status the ride has by then.
-			applyKeptEvents(&tx.Writes, ride, byCharge[*ride.StripeChargeID])
+			stillKept = nil
+			models.StripeEventsKeptFor(&tx.Writes, *ride.StripeChargeID, &stillKept)
+			tx.afterWrites(func(batch *pgx.Batch) { applyKeptEvents(batch, ride, stillKept) })
 			return nil
 		})
 		cancel()
 		if err != nil {
 			return applied, fmt.Errorf("error applying the Stripe events kept for ride %d: %w", ride.ID, err)
 		}
-		applied += len(byCharge[*ride.StripeChargeID])
+		applied += len(stillKept)
 	}
 	return applied, nil
 }
