@@ -2,6 +2,8 @@ package migrations_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -10,10 +12,10 @@ import (
 	"github.com/rocketrides/rocketrides/migrations"
 )
 
-// TestRetryLockTimeoutsRebuildsAnIndexLeftInvalid: a CREATE INDEX CONCURRENTLY that times out
-// waiting for a writer's transaction leaves its index behind, invalid. The retry, once the writer
-// is done, builds the index again rather than taking the invalid one for done, as its IF NOT
-// EXISTS would.
+// TestRetryLockTimeoutsRebuildsAnIndexLeftInvalid: a migration's CREATE INDEX CONCURRENTLY that
+// times out waiting for a writer's transaction leaves its index behind, invalid. The retry, once
+// the writer is done, builds the index again rather than taking the invalid one for done, as its
+// IF NOT EXISTS would.
 func TestRetryLockTimeoutsRebuildsAnIndexLeftInvalid(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -23,7 +25,8 @@ func TestRetryLockTimeoutsRebuildsAnIndexLeftInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, `CREATE TABLE probe (n int NOT NULL)`); err != nil {
+	// An index of migration 12, as if that migration had not run yet.
+	if _, err := db.ExecContext(ctx, `DROP INDEX rides_stripe_charge_id`); err != nil {
 		t.Fatal(err)
 	}
 
@@ -37,14 +40,14 @@ func TestRetryLockTimeoutsRebuildsAnIndexLeftInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `INSERT INTO probe VALUES (1)`); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE rides SET stripe_charge_id = NULL WHERE false`); err != nil {
 		t.Fatal(err)
 	}
 
 	attempts := 0
 	err = migrations.RetryLockTimeouts(ctx, db, func(ctx context.Context) error {
 		attempts++
-		_, err := db.ExecContext(ctx, `CREATE INDEX CONCURRENTLY IF NOT EXISTS probe_n ON probe (n)`)
+		_, err := db.ExecContext(ctx, `CREATE INDEX CONCURRENTLY IF NOT EXISTS rides_stripe_charge_id ON rides (stripe_charge_id)`)
 		if attempts == 1 {
 			// The writer is done before the retry, whose first step drops the index the
 			// timed-out build left.
@@ -61,10 +64,57 @@ func TestRetryLockTimeoutsRebuildsAnIndexLeftInvalid(t *testing.T) {
 		t.Errorf("want 2 attempts, the first timed out, got %d", attempts)
 	}
 	var valid bool
-	if err := db.QueryRowContext(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = 'probe_n'::regclass`).Scan(&valid); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = 'rides_stripe_charge_id'::regclass`).Scan(&valid); err != nil {
 		t.Fatal(err)
 	}
 	if !valid {
 		t.Fatal("want the index valid, got the one the timed-out build left invalid")
+	}
+}
+
+// TestRetryLockTimeoutsLeavesOthersInvalidIndexesAlone: an invalid index that no migration of
+// ours builds is someone else's, an operator's build that failed or is still running, and
+// stays: so does one that bears a migration's index name in another schema.
+func TestRetryLockTimeoutsLeavesOthersInvalidIndexesAlone(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, err := migrations.Open(dbtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// A unique index built concurrently on duplicates fails and stays behind, invalid.
+	for _, stmt := range []string{
+		`CREATE TABLE probe (n int NOT NULL)`,
+		`INSERT INTO probe VALUES (1), (1)`,
+		`CREATE SCHEMA ops`,
+		`CREATE TABLE ops.rides (stripe_charge_id text)`,
+		`INSERT INTO ops.rides VALUES ('ch_1'), ('ch_1')`,
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, stmt := range []string{
+		`CREATE UNIQUE INDEX CONCURRENTLY probe_n ON probe (n)`,
+		`CREATE UNIQUE INDEX CONCURRENTLY rides_stripe_charge_id ON ops.rides (stripe_charge_id)`,
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err == nil {
+			t.Fatalf("want %q to fail on duplicates, it succeeded", stmt)
+		}
+	}
+
+	err = migrations.RetryLockTimeouts(ctx, db, func(ctx context.Context) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, index := range []string{"public.probe_n", "ops.rides_stripe_charge_id"} {
+		var valid bool
+		err := db.QueryRowContext(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)`, index).Scan(&valid)
+		if errors.Is(err, sql.ErrNoRows) {
+			t.Errorf("want %s left alone, it was dropped", index)
+		} else if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
