@@ -14,9 +14,12 @@ import (
 )
 
 // IndexBuildLockTimeout bounds the wait of dropInvalidIndexes for a build in progress on the
-// index's table, as long as a second migrate up waits for the first's turn (lockPollAttempts
-// seconds). The lock it waits for conflicts with no ride's, so no ride queues behind it.
-const IndexBuildLockTimeout = 5 * time.Minute
+// index's table (or a VACUUM), as long as a second migrate up waits for the first's turn
+// (lockPollAttempts seconds). It polls, once a second, without holding anything in between.
+const (
+	IndexBuildLockTimeout = 5 * time.Minute
+	buildPollInterval     = time.Second
+)
 
 // concurrentIndex matches a migration's statement that builds an index concurrently, and
 // captures the index's name.
@@ -87,21 +90,32 @@ func dropInvalidIndexes(ctx context.Context, db *sql.DB) error {
 // dropInvalidIndex drops index unless it is valid once no build runs on table. SHARE UPDATE
 // EXCLUSIVE conflicts with CREATE INDEX CONCURRENTLY's own lock, so once it is held a build in
 // progress has ended, and the index is checked again: a build that finished made it valid.
+//
+// The lock is asked for without waiting, again every buildPollInterval: a transaction waiting
+// for it would deadlock with the build, which in turn waits for every older transaction.
 func dropInvalidIndex(ctx context.Context, db *sql.DB, index, table string) error {
+	deadline := time.Now().Add(IndexBuildLockTimeout)
+	for {
+		err := dropInvalidIndexNoWait(ctx, db, index, table)
+		if !IsLockTimeout(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("error waiting for a build of index %s: %w", index, ctx.Err())
+		case <-time.After(buildPollInterval):
+		}
+	}
+}
+
+func dropInvalidIndexNoWait(ctx context.Context, db *sql.DB, index, table string) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("error dropping index %s, left invalid: %w", index, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	for _, stmt := range []string{
-		fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, IndexBuildLockTimeout.Milliseconds()),
-		`LOCK TABLE ` + table + ` IN SHARE UPDATE EXCLUSIVE MODE`,
-		// DROP INDEX takes ACCESS EXCLUSIVE, which rides queue behind: LockTimeout again.
-		fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, LockTimeout.Milliseconds()),
-	} {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("error dropping index %s, left invalid: %w", index, err)
-		}
+	if _, err := tx.ExecContext(ctx, `LOCK TABLE `+table+` IN SHARE UPDATE EXCLUSIVE MODE NOWAIT`); err != nil {
+		return fmt.Errorf("error dropping index %s, left invalid: %w", index, err)
 	}
 	var stillInvalid bool
 	err = tx.QueryRowContext(ctx, `SELECT NOT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)`, index).Scan(&stillInvalid)
@@ -111,6 +125,7 @@ func dropInvalidIndex(ctx context.Context, db *sql.DB, index, table string) erro
 	if err != nil {
 		return fmt.Errorf("error checking index %s, left invalid: %w", index, err)
 	}
+	// DROP INDEX takes ACCESS EXCLUSIVE, which rides queue behind: LockTimeout bounds its wait.
 	if _, err := tx.ExecContext(ctx, `DROP INDEX `+index); err != nil {
 		return fmt.Errorf("error dropping index %s, left invalid: %w", index, err)
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -115,6 +117,118 @@ func TestRetryLockTimeoutsLeavesOthersInvalidIndexesAlone(t *testing.T) {
 			t.Errorf("want %s left alone, it was dropped", index)
 		} else if err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestRetryLockTimeoutsLeavesABuildInProgress: a migration's index that another session is
+// still building is invalid until the build ends. The migration waits for the build and then
+// keeps the index it made valid.
+func TestRetryLockTimeoutsLeavesABuildInProgress(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := dbtest.NewDB(t)
+	db, err := migrations.Open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `DROP INDEX rides_stripe_charge_id`); err != nil {
+		t.Fatal(err)
+	}
+	connect := func() *pgx.Conn {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(ctx)) })
+		return conn
+	}
+
+	// A writer's transaction holds the build up, its index invalid.
+	writer, builder := connect(), connect()
+	tx, err := writer.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `UPDATE rides SET stripe_charge_id = NULL WHERE false`); err != nil {
+		t.Fatal(err)
+	}
+	built := make(chan error, 1)
+	go func() {
+		_, err := builder.Exec(ctx, `CREATE INDEX CONCURRENTLY rides_stripe_charge_id ON rides (stripe_charge_id)`)
+		built <- err
+	}()
+	waitForLockWait(t, db, `pid = `+itoa(builder.PgConn().PID()))
+
+	migrated := make(chan error, 1)
+	go func() {
+		migrated <- migrations.RetryLockTimeouts(ctx, db, func(ctx context.Context) error { return nil })
+	}()
+	waitForLockTry(t, db)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-built; err != nil {
+		t.Fatalf("want the build to finish, got %v", err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatal(err)
+	}
+	var valid bool
+	err = db.QueryRowContext(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('rides_stripe_charge_id')`).Scan(&valid)
+	if errors.Is(err, sql.ErrNoRows) {
+		t.Fatal("want the index that the build finished kept, it was dropped")
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if !valid {
+		t.Fatal("want the index valid once built")
+	}
+}
+
+// waitForLockWait waits until a session of this database that matches where waits for a lock.
+func waitForLockWait(t *testing.T, db *sql.DB, where string) {
+	t.Helper()
+	for {
+		var waiting bool
+		err := db.QueryRowContext(t.Context(), `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND `+where+`)`).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
+
+// waitForLockTry waits until a migration session has asked for a lock and, refused, rolled back.
+func waitForLockTry(t *testing.T, db *sql.DB) {
+	t.Helper()
+	for {
+		var tried bool
+		err := db.QueryRowContext(t.Context(), `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = $1 AND query = 'rollback')`,
+			migrations.ApplicationName).Scan(&tried)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tried {
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
