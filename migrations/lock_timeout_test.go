@@ -232,3 +232,55 @@ func waitForLockTry(t *testing.T, db *sql.DB) {
 		}
 	}
 }
+
+// TestIndexBuildGivesUpOnAnOlderSnapshotOfAnyTable: CREATE INDEX CONCURRENTLY waits for the
+// transactions that hold a snapshot older than its build, whichever tables they read, and that
+// wait obeys LockTimeout. A READ COMMITTED transaction idle between statements holds no
+// snapshot, and the build does not wait for it unless it writes the build's table.
+func TestIndexBuildGivesUpOnAnOlderSnapshotOfAnyTable(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, isolation, stmt string
+		wantTimeout           bool
+	}{
+		{"ReadCommittedWriterOfAnotherTable", "READ COMMITTED", `INSERT INTO other VALUES (1)`, false},
+		{"RepeatableReadReaderOfAnotherTable", "REPEATABLE READ", `SELECT count(*) FROM other`, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			url := dbtest.NewDB(t)
+			db, err := migrations.Open(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.ExecContext(ctx, `CREATE TABLE probe (n int); CREATE TABLE other (n int)`); err != nil {
+				t.Fatal(err)
+			}
+			conn, err := pgx.Connect(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			for _, stmt := range []string{`SET TRANSACTION ISOLATION LEVEL ` + tt.isolation, tt.stmt} {
+				if _, err := tx.Exec(ctx, stmt); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			_, err = db.ExecContext(ctx, `CREATE INDEX CONCURRENTLY probe_n ON probe (n)`)
+			if tt.wantTimeout && !migrations.IsLockTimeout(err) {
+				t.Fatalf("want the build to give up on the older snapshot, got %v", err)
+			}
+			if !tt.wantTimeout && err != nil {
+				t.Fatalf("want the build done, got %v", err)
+			}
+		})
+	}
+}
