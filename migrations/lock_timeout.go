@@ -76,44 +76,6 @@ func RetryLockTimeouts(ctx context.Context, db *sql.DB, step func(ctx context.Co
 	}
 }
 
-// dropInvalidIndexes drops the indexes that a CREATE INDEX CONCURRENTLY which failed (a lock
-// timeout, here) left behind, invalid: a migration's IF NOT EXISTS would take such an index for
-// done, and it would stay, never used and always written. An index still being built is left
-// alone.
-func dropInvalidIndexes(ctx context.Context, db *sql.DB) error {
-	rows, err := db.QueryContext(ctx, `
-		SELECT format('%I.%I', n.nspname, c.relname)
-		FROM pg_index i
-		JOIN pg_class c ON c.oid = i.indexrelid
-		JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE NOT i.indisvalid
-		  AND NOT EXISTS (SELECT FROM pg_stat_progress_create_index p WHERE p.index_relid = i.indexrelid)
-		  AND n.nspname NOT IN ('pg_catalog', 'information_schema')`)
-	if err != nil {
-		return fmt.Errorf("error looking for indexes left invalid: %w", err)
-	}
-	var names []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			_ = rows.Close()
-			return fmt.Errorf("error looking for indexes left invalid: %w", err)
-		}
-		names = append(names, name)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("error looking for indexes left invalid: %w", err)
-	}
-	for _, name := range names {
-		// Not CONCURRENTLY: an invalid index serves no query, and the lock_timeout bounds the
-		// wait, which counts as an attempt that timed out.
-		if _, err := db.ExecContext(ctx, `DROP INDEX IF EXISTS `+name); err != nil {
-			return fmt.Errorf("error dropping index %s, left invalid: %w", name, err)
-		}
-	}
-	return nil
-}
-
 // blocker is a session that held a lock a migration waited for.
 type blocker struct {
 	pid     int
