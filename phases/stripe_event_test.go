@@ -54,6 +54,34 @@ func (b *testBundle) failFirstCommitOfEventApplied(t *testing.T) {
 		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fail_once()`)
 }
 
+// refundKeptBeforeItsCharge plays a booking whose charge's answer was lost, leaving its key at
+// ride_created, and a full refund of that charge reported before any retry: the refund comes
+// kept. It returns the key and the refund's event.
+func (b *testBundle) refundKeptBeforeItsCharge(t *testing.T) (*models.IdempotencyKey, *stripe.Event) {
+	t.Helper()
+	ctx := t.Context()
+	b.Stripe.InjectChargeFaults(fakestripe.FaultChargeThenDrop, 1)
+	executor := New(b.Pool, b.FreshConnStripeClient(), b.executor.logger, b.executor.config)
+	var unavailable *PaymentUnavailableError
+	if _, err := executor.CreateRide(ctx, newRequest(b.Rider)); !errors.As(err, &unavailable) {
+		t.Fatalf("want the charge's answer lost, got %v", err)
+	}
+	key := b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
+
+	charges := b.SucceededCharges()
+	if len(charges) != 1 {
+		t.Fatalf("want the charge made, got %d", len(charges))
+	}
+	if _, err := b.Stripe.RefundCharge(charges[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	event := b.lastStripeEvent(t, fakestripe.EventChargeRefunded)
+	if result, _, err := b.executor.ApplyStripeEvent(ctx, event); err != nil || result != EventKept {
+		t.Fatalf("want the refund kept, got %s, %v", result, err)
+	}
+	return key, event
+}
+
 func TestStripeEventBeforeItsRecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -129,25 +157,7 @@ func TestStripeEventBeforeItsRecord(t *testing.T) {
 	t.Run("AppliedByTheCompleter", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.Stripe.InjectChargeFaults(fakestripe.FaultChargeThenDrop, 1)
-		executor := New(b.Pool, b.FreshConnStripeClient(), b.executor.logger, b.executor.config)
-		var unavailable *PaymentUnavailableError
-		if _, err := executor.CreateRide(ctx, newRequest(b.Rider)); !errors.As(err, &unavailable) {
-			t.Fatalf("want the charge's answer lost, got %v", err)
-		}
-		key := b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
-
-		charges := b.SucceededCharges()
-		if len(charges) != 1 {
-			t.Fatalf("want the charge made, got %d", len(charges))
-		}
-		if _, err := b.Stripe.RefundCharge(charges[0].ID); err != nil {
-			t.Fatal(err)
-		}
-		event := b.lastStripeEvent(t, fakestripe.EventChargeRefunded)
-		if result, _, err := b.executor.ApplyStripeEvent(ctx, event); err != nil || result != EventKept {
-			t.Fatalf("want the refund kept, got %s, %v", result, err)
-		}
+		key, event := b.refundKeptBeforeItsCharge(t)
 		// Stripe's repeat of it, before the ride records the charge, is a repeat all the same.
 		if result, _, err := b.executor.ApplyStripeEvent(ctx, event); err != nil || result != EventDuplicate {
 			t.Fatalf("want the repeat a duplicate, got %s, %v", result, err)
@@ -168,24 +178,7 @@ func TestStripeEventBeforeItsRecord(t *testing.T) {
 	t.Run("AppliedByTheRetryOfAFailedCommit", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.Stripe.InjectChargeFaults(fakestripe.FaultChargeThenDrop, 1)
-		executor := New(b.Pool, b.FreshConnStripeClient(), b.executor.logger, b.executor.config)
-		var unavailable *PaymentUnavailableError
-		if _, err := executor.CreateRide(ctx, newRequest(b.Rider)); !errors.As(err, &unavailable) {
-			t.Fatalf("want the charge's answer lost, got %v", err)
-		}
-		key := b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
-		charges := b.SucceededCharges()
-		if len(charges) != 1 {
-			t.Fatalf("want the charge made, got %d", len(charges))
-		}
-		if _, err := b.Stripe.RefundCharge(charges[0].ID); err != nil {
-			t.Fatal(err)
-		}
-		event := b.lastStripeEvent(t, fakestripe.EventChargeRefunded)
-		if result, _, err := b.executor.ApplyStripeEvent(ctx, event); err != nil || result != EventKept {
-			t.Fatalf("want the refund kept, got %s, %v", result, err)
-		}
+		key, event := b.refundKeptBeforeItsCharge(t)
 		b.failFirstCommitOfEventApplied(t)
 
 		outcome, err := b.executor.Resume(ctx, b.Rider.User, key)
