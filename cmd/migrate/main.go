@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -74,7 +76,7 @@ func run(ctx context.Context, args []string, databaseURL string, out io.Writer) 
 
 	switch args[0] {
 	case "up":
-		return up(ctx, db, provider, out)
+		return upWhileReachable(ctx, db, provider, out)
 	case "down":
 		return down(ctx, provider, out)
 	default:
@@ -104,6 +106,41 @@ func waitForDatabase(ctx context.Context, ping func(context.Context) error) erro
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// upTries is how many times up runs when the database stops taking connections under it. A highly
+// available database that is still settling (a node restarting, the other one read-only) can
+// refuse a connection moments after waitForDatabase saw it answer; a migration cut off so is
+// rolled back, or written to be run again.
+const upTries = 3
+
+// upWhileReachable runs up, and again after waitForDatabase when the database stopped taking
+// connections under it, up to upTries times.
+func upWhileReachable(ctx context.Context, db *sql.DB, provider *goose.Provider, out io.Writer) error {
+	for try := 1; ; try++ {
+		err := up(ctx, db, provider, out)
+		if err == nil || try == upTries || !lostDatabase(err) {
+			return err
+		}
+		fmt.Fprintf(out, "the database stopped taking connections, waiting for it: %v\n", err)
+		if err := waitForDatabase(ctx, db.PingContext); err != nil {
+			return err
+		}
+	}
+}
+
+// lostDatabase reports whether err says that the database took no connection, or lost one: a
+// failed connect (a node starting or stopping, or read-only where read-write was asked for), a
+// server shutting down (SQLSTATE class 57), or a connection that broke under a statement.
+func lostDatabase(err error) bool {
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	if errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "57")
 }
 
 // up applies the pending goose migrations, then the River migrations that the linked River
