@@ -42,15 +42,7 @@ func TestCompleterRunOnce(t *testing.T) {
 	t.Run("AppliesStripeEventsKeptForARecordedCharge", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		outcome, err := b.executor.CreateRide(context.Background(), newRequest(b.Rider))
-		if err != nil || outcome.StatusCode != 201 {
-			t.Fatalf("want a ride booked, got %+v, %v", outcome, err)
-		}
-		var rideID int64
-		var chargeID string
-		if err := b.Pool.QueryRow(context.Background(), `SELECT id, stripe_charge_id FROM rides`).Scan(&rideID, &chargeID); err != nil {
-			t.Fatal(err)
-		}
+		rideID, chargeID := b.bookRide(t)
 		b.Exec(t, `INSERT INTO stripe_events (id, type, created_at, charge_id, ride_status) VALUES
 			('evt_kept_dispute', 'charge.dispute.created', now(), $1, 'disputed'),
 			('evt_kept_refund', 'charge.refunded', now(), $1, 'refunded'),
@@ -76,15 +68,7 @@ func TestCompleterRunOnce(t *testing.T) {
 	t.Run("AppliesKeptStripeEventsPastABatchOfUnmatchedOnes", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		outcome, err := b.executor.CreateRide(context.Background(), newRequest(b.Rider))
-		if err != nil || outcome.StatusCode != 201 {
-			t.Fatalf("want a ride booked, got %+v, %v", outcome, err)
-		}
-		var rideID int64
-		var chargeID string
-		if err := b.Pool.QueryRow(context.Background(), `SELECT id, stripe_charge_id FROM rides`).Scan(&rideID, &chargeID); err != nil {
-			t.Fatal(err)
-		}
+		rideID, chargeID := b.bookRide(t)
 		const batchSize = 2
 		b.Exec(t, `INSERT INTO stripe_events (id, type, created_at, received_at, charge_id, ride_status)
 			SELECT 'evt_not_ours_' || i, 'charge.dispute.created', now(), now() - interval '1 hour', 'ch_not_ours_' || i, 'disputed'
@@ -415,4 +399,17 @@ func TestCompleterStartStop(t *testing.T) {
 	}
 	c.Stop()
 	b.requireFinishedCharged(t, key)
+}
+
+// bookRide books a ride for the bundle's rider through the phases, and returns its id and charge.
+func (b *testBundle) bookRide(t *testing.T) (rideID int64, chargeID string) {
+	t.Helper()
+	outcome, err := b.executor.CreateRide(t.Context(), newRequest(b.Rider))
+	if err != nil || outcome.StatusCode != 201 {
+		t.Fatalf("want a ride booked, got %+v, %v", outcome, err)
+	}
+	if err := b.Pool.QueryRow(t.Context(), `SELECT id, stripe_charge_id FROM rides`).Scan(&rideID, &chargeID); err != nil {
+		t.Fatal(err)
+	}
+	return rideID, chargeID
 }

@@ -32,19 +32,7 @@ func TestRetryLockTimeoutsRebuildsAnIndexLeftInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	writer, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = writer.Close(context.WithoutCancel(ctx)) }()
-	tx, err := writer.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `UPDATE rides SET stripe_charge_id = NULL WHERE false`); err != nil {
-		t.Fatal(err)
-	}
+	tx := holdInTransaction(t, url, `UPDATE rides SET stripe_charge_id = NULL WHERE false`)
 
 	attempts := 0
 	err = migrations.RetryLockTimeouts(ctx, db, func(ctx context.Context) error {
@@ -146,15 +134,8 @@ func TestRetryLockTimeoutsLeavesABuildInProgress(t *testing.T) {
 	}
 
 	// A writer's transaction holds the build up, its index invalid.
-	writer, builder := connect(), connect()
-	tx, err := writer.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `UPDATE rides SET stripe_charge_id = NULL WHERE false`); err != nil {
-		t.Fatal(err)
-	}
+	builder := connect()
+	tx := holdInTransaction(t, url, `UPDATE rides SET stripe_charge_id = NULL WHERE false`)
 	built := make(chan error, 1)
 	go func() {
 		_, err := builder.Exec(ctx, `CREATE INDEX CONCURRENTLY rides_stripe_charge_id ON rides (stripe_charge_id)`)
@@ -258,21 +239,7 @@ func TestIndexBuildGivesUpOnAnOlderSnapshotOfAnyTable(t *testing.T) {
 			if _, err := db.ExecContext(ctx, `CREATE TABLE probe (n int); CREATE TABLE other (n int)`); err != nil {
 				t.Fatal(err)
 			}
-			conn, err := pgx.Connect(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-			tx, err := conn.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tx.Rollback(ctx) }()
-			for _, stmt := range []string{`SET TRANSACTION ISOLATION LEVEL ` + tt.isolation, tt.stmt} {
-				if _, err := tx.Exec(ctx, stmt); err != nil {
-					t.Fatal(err)
-				}
-			}
+			holdInTransaction(t, url, `SET TRANSACTION ISOLATION LEVEL `+tt.isolation, tt.stmt)
 
 			_, err = db.ExecContext(ctx, `CREATE INDEX CONCURRENTLY probe_n ON probe (n)`)
 			if tt.wantTimeout && !migrations.IsLockTimeout(err) {
@@ -283,4 +250,27 @@ func TestIndexBuildGivesUpOnAnOlderSnapshotOfAnyTable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdInTransaction runs stmts in a transaction of a connection of its own to url, and leaves
+// the transaction open, holding what they took, until the caller ends it or the test does.
+func holdInTransaction(t *testing.T, url string, stmts ...string) pgx.Tx {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(ctx)) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.WithoutCancel(ctx)) })
+	for _, stmt := range stmts {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tx
 }
