@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/rocketrides/rocketrides/internal/mailer"
+	"github.com/rocketrides/rocketrides/models"
 )
 
 // RunnerConfig tunes a Runner. The zero value of each field means its default, but for
@@ -25,6 +26,10 @@ type RunnerConfig struct {
 	// fallback for a missed NOTIFY, one query each time. At least FetchCooldown. Default
 	// PollIntervalDefault.
 	PollInterval time.Duration
+
+	// StartTimeout is how long a start waits for a database that is away: one restarting, or
+	// failing over. Default StartTimeoutDefault.
+	StartTimeout time.Duration
 
 	// StopTimeout is what a stop may take, soft and hard stop together: the time a process
 	// manager grants between SIGTERM and SIGKILL (bootstrap.ShutdownTimeout). Required.
@@ -40,6 +45,9 @@ const (
 	// PollIntervalDefault bounds how late a job whose notification was missed starts, at one
 	// query a second.
 	PollIntervalDefault = time.Second
+
+	// StartTimeoutDefault outlasts a failover of the development formation (seconds) many times.
+	StartTimeoutDefault = time.Minute
 )
 
 // FetchCooldown is the shortest time between two fetches of jobs, River's FetchCooldown.
@@ -117,6 +125,7 @@ func NewRunner(deps Deps, config RunnerConfig) (*Runner, error) {
 	}
 	config.Concurrency = cmp.Or(config.Concurrency, ConcurrencyDefault)
 	config.PollInterval = cmp.Or(config.PollInterval, PollIntervalDefault)
+	config.StartTimeout = cmp.Or(config.StartTimeout, StartTimeoutDefault)
 	riverWorkers := river.NewWorkers()
 	if err := Register(riverWorkers, deps); err != nil {
 		return nil, err
@@ -145,10 +154,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		stopCounting := CountFailures(r.client, r.deps.Metrics)
 		defer stopCounting()
 	}
-	// Start gets a context that signals do not cancel: cancelling it would be River's hard stop,
-	// and stop stops gently first.
-	if err := r.client.Start(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("error starting River: %w", err)
+	if err := r.start(ctx); err != nil {
+		return err
 	}
 	r.deps.Logger.InfoContext(ctx, "Worker: started", slog.Int("concurrency", r.config.Concurrency))
 	<-ctx.Done()
@@ -158,6 +165,31 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	r.deps.Logger.Info("Worker: stopped") // as every process says once it stopped cleanly
 	return nil
+}
+
+// start starts River, trying again while the database is away (models.IsUnavailable), for up
+// to StartTimeout: a worker that a process manager restarts while Postgres restarts or fails
+// over would otherwise exit at once, and leave its receipts to the other workers, or to none.
+// River's Start gets a context that signals do not cancel: cancelling it would be River's hard
+// stop, and stop stops gently first.
+func (r *Runner) start(ctx context.Context) error {
+	deadline := time.Now().Add(r.config.StartTimeout)
+	for attempt := 1; ; attempt++ {
+		err := r.client.Start(context.WithoutCancel(ctx))
+		if err == nil {
+			return nil
+		}
+		if !models.IsUnavailable(err) || time.Now().After(deadline) {
+			return fmt.Errorf("error starting River: %w", err)
+		}
+		r.deps.Logger.WarnContext(ctx, "Worker: the database is away; starting River again shortly",
+			slog.Int("attempt", attempt), slog.String("error", err.Error()))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("error starting River: %w", err)
+		case <-time.After(min(time.Duration(attempt)*200*time.Millisecond, 2*time.Second)):
+		}
+	}
 }
 
 // ErrJobsLeftRunning says that jobs did not return within the hard stop: they stay running in

@@ -53,9 +53,9 @@ func (r *Runner) RunOnce(ctx context.Context, out io.Writer) error {
 		countsc <- counts
 	}()
 
-	if err := r.client.Start(context.WithoutCancel(ctx)); err != nil {
+	if err := r.start(ctx); err != nil {
 		unsubscribe()
-		return fmt.Errorf("error starting River: %w", err)
+		return err
 	}
 	waitErr := waitUntilNothingAvailable(ctx, r.client)
 	stopErr := r.stop()

@@ -3,8 +3,14 @@ package workers
 import (
 	"context"
 	"log/slog"
+	"net"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -12,6 +18,7 @@ import (
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
+	"github.com/rocketrides/rocketrides/models"
 )
 
 func TestPoolMaxConns(t *testing.T) {
@@ -98,4 +105,85 @@ func TestRunnerRescuesJobsLeftRunning(t *testing.T) {
 	if state != "running" || b.receipt(t, inFlight) != nil {
 		t.Errorf("want the job whose attempt may still be under way left running and its receipt not mailed, got %s", state)
 	}
+}
+
+// A Runner started while the database takes no connections (a restart, a failover) starts River
+// once it takes them again, and mails the receipt waiting for it, rather than exit; and gives up,
+// saying why, after StartTimeout.
+func TestRunnerStartsOnceTheDatabaseIsBack(t *testing.T) {
+	t.Parallel()
+	b := &testBundle{pool: dbtest.NewPool(t), smtp: smtptest.NewServer(t, smtptest.Options{})}
+	ride := b.newRide(t, b.newRider(t), "ch_waiting")
+	inserter, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inserter.Insert(t.Context(), receiptArgs(ride), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// newRunner returns a Runner whose pool is refused every connection until up is set.
+	newRunner := func(t *testing.T, startTimeout time.Duration) (*Runner, *atomic.Bool) {
+		config := b.pool.Config().Copy()
+		config.MinConns = 0
+		var up atomic.Bool
+		dialer := &net.Dialer{}
+		config.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if !up.Load() {
+				return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+			}
+			return dialer.DialContext(ctx, network, addr)
+		}
+		pool, err := pgxpool.NewWithConfig(t.Context(), config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		m, err := mailer.NewSMTP(b.smtp.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+		runner, err := NewRunner(Deps{Pool: pool, Mailer: m, MailFrom: testMailFrom, Logger: logger},
+			RunnerConfig{StopTimeout: 5 * time.Second, StartTimeout: startTimeout, PollInterval: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runner, &up
+	}
+
+	t.Run("GivesUpAfterStartTimeout", func(t *testing.T) {
+		runner, _ := newRunner(t, 500*time.Millisecond)
+		err := runner.Run(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "error starting River") || !models.IsUnavailable(err) {
+			t.Fatalf("want the start to fail on the database being away, got %v", err)
+		}
+	})
+
+	t.Run("StartsOnceTheDatabaseIsBack", func(t *testing.T) {
+		runner, up := newRunner(t, time.Minute)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- runner.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("error running the runner: %v", err)
+			}
+		}()
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("the runner gave up while the database was away: %v", err)
+		case <-time.After(time.Second):
+		}
+		up.Store(true)
+		deadline := time.Now().Add(30 * time.Second)
+		for b.receipt(t, ride) == nil {
+			if time.Now().After(deadline) {
+				t.Fatal("no receipt mailed within 30 s of the database coming back")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 }

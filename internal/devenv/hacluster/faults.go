@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -121,22 +123,25 @@ func (f *Formation) queryNode(ctx context.Context, i int, fn func(conn *pgx.Conn
 	return fn(conn)
 }
 
-// signalTree sends sig to the keeper whose pid is keeperPID (none if 0), to every process below
-// it, and to the Postgres of pgdata and every process below that: Postgres's processes need not
-// stay in the keeper's process group, so they are found by their parents. The postmaster is
-// signalled first, so that a SIGSTOP or SIGKILL leaves it forking no process that the scan
-// misses; a second scan catches any forked before.
+// signalTree sends sig to the keeper whose pid is keeperPID (none if 0), to every process whose
+// command line names pgdata (the postmaster, pg_autoctl's services), and to every process below
+// those: Postgres's processes need not stay in the keeper's process group, so they are found by
+// their parents. The postmaster is signalled first, so that a SIGSTOP or SIGKILL leaves it
+// forking no process that the scan misses. A second scan catches a process forked before its
+// parent got the signal: one a keeper forked to start Postgres the moment it was killed has
+// lost that parent, but names pgdata (a CI soak's killed primary went on serving for minutes).
 func signalTree(keeperPID int, pgdata string, sig syscall.Signal) error {
-	var roots []int
-	if keeperPID != 0 {
-		roots = append(roots, keeperPID)
-	}
-	if pid, err := postmasterPID(pgdata); err == nil {
-		roots = append([]int{pid}, roots...)
-	}
 	var errs []error
 	signalled := map[int]bool{}
 	for range 2 {
+		var roots []int
+		if pid, err := postmasterPID(pgdata); err == nil {
+			roots = append(roots, pid)
+		}
+		roots = append(roots, namingDataDir(pgdata)...)
+		if keeperPID != 0 {
+			roots = append(roots, keeperPID)
+		}
 		for _, pid := range descendants(roots) {
 			if signalled[pid] {
 				continue
@@ -148,6 +153,63 @@ func signalTree(keeperPID int, pgdata string, sig syscall.Signal) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// namingDataDir returns every process one of whose arguments is pgdata: the postmaster (-D),
+// pg_autoctl's processes (--pgdata), and a child that one of them forked and that is not yet
+// another program. A process that died and waits to be reaped has no arguments left, and is not
+// returned.
+func namingDataDir(pgdata string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		for arg := range bytes.SplitSeq(cmdline, []byte{0}) {
+			if string(arg) == pgdata {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
+
+// killAll sends SIGKILL to every process of pgdata, again and again, until none is left and
+// nothing answers on port, Postgres's; or it gives up after within and says what still runs.
+func killAll(pgdata string, port int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		left := descendants(namingDataDir(pgdata))
+		answers := portAnswers(port)
+		if len(left) == 0 && !answers {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the processes of %s outlived %s of SIGKILLs: %v still run, and port %d answers: %t",
+				pgdata, within, left, port, answers)
+		}
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// portAnswers reports whether something accepts connections on port of the loopback address.
+func portAnswers(port int) bool {
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
 }
 
 // postmasterPID reads the pid of the Postgres running on pgdata from its postmaster.pid, and

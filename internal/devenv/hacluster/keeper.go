@@ -181,7 +181,7 @@ func (f *Formation) stopNode(ctx context.Context, n *node) error {
 }
 
 // kill sends SIGKILL to n's keeper and its Postgres, every process of them, and waits for the
-// keeper to be gone.
+// keeper to be gone, every other process of n too, and n's port to be silent.
 func (n *node) kill() error {
 	n.mu.Lock()
 	keeper, exited := n.keeper, n.exited
@@ -194,5 +194,9 @@ func (n *node) kill() error {
 	n.mu.Lock()
 	n.keeper = nil
 	n.mu.Unlock()
-	return err
+	// Whatever a signal missed is found again; the node is lost only once its port is silent.
+	return errors.Join(err, killAll(n.pgdata, n.port, killTimeout))
 }
+
+// killTimeout bounds the wait for a killed node's last process to be gone.
+const killTimeout = 10 * time.Second
