@@ -68,8 +68,10 @@ func TestChargeRide(t *testing.T) {
 		start := time.Now()
 		_, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
 		requireUnavailable(t, err)
-		if elapsed := time.Since(start); elapsed > ridetest.StripeTimeout+5*time.Second {
-			t.Fatalf("want the call to give up after the Stripe timeout, took %s", elapsed)
+		// The stand-in holds the charge for minutes (fakestripe's TimeoutFaultHang): a call
+		// that ends within one gave up on the Stripe timeout, however loaded the machine.
+		if elapsed := time.Since(start); elapsed > time.Minute {
+			t.Fatalf("want the call to give up after the Stripe timeout (%s), took %s", ridetest.StripeTimeout, elapsed)
 		}
 		b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
 

@@ -324,6 +324,9 @@ func (e *Executor) unlockAfterError(ctx context.Context, r *run, runErr error) {
 	if models.IsUnavailable(runErr) || errors.Is(runErr, ErrCommitOutcomeUnknown) {
 		timeout = UnlockAfterOutageTimeout
 	}
+	if e.hooks.unlockTimeout != nil {
+		e.hooks.unlockTimeout(timeout)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 

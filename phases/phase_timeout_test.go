@@ -13,8 +13,9 @@ import (
 
 // TestPhaseTimeout plays a database that has stopped answering: every connection of the pool is
 // taken, so the request's first atomic phase can get none. It gives up after PhaseTimeout with an
-// error that callers answer "try again later", not after the whole request timeout, and nothing
-// is stored.
+// error that callers answer "try again later", and nothing is stored. The request's own timeout
+// is an hour: a request that ends within a minute ended on the phase's, however loaded the
+// machine.
 func TestPhaseTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -29,6 +30,7 @@ func TestPhaseTimeout(t *testing.T) {
 	const phaseTimeout = 300 * time.Millisecond
 	executor := New(pool, b.StripeClient, slog.New(slog.DiscardHandler), Config{
 		PhaseTimeout:        phaseTimeout,
+		RequestTimeout:      time.Hour,
 		ConflictRetryBudget: 100 * time.Millisecond,
 	})
 	start := time.Now()
@@ -37,9 +39,7 @@ func TestPhaseTimeout(t *testing.T) {
 	if err == nil || !models.IsUnavailable(err) {
 		t.Fatalf("want an error meaning the database is unavailable, got %v", err)
 	}
-	// The upper bound stays under PhaseTimeoutDefault, so that it is the configured timeout
-	// that acted, and leaves seconds for a loaded machine to notice it.
-	if elapsed < phaseTimeout || elapsed > PhaseTimeoutDefault-2*time.Second {
+	if elapsed < phaseTimeout || elapsed > time.Minute {
 		t.Fatalf("want the request to give up after the phase timeout (%s), it took %s", phaseTimeout, elapsed)
 	}
 	if n := b.Count(t, "SELECT count(*) FROM idempotency_keys"); n != 0 {
@@ -50,7 +50,8 @@ func TestPhaseTimeout(t *testing.T) {
 // TestPhaseTimeoutAfterTheCharge plays a database that stops answering between the charge and
 // the phase that records it: that phase gives up after PhaseTimeout, and the unlock that follows
 // tries for UnlockAfterOutageTimeout only, so that the rider's 503 comes within the two, not
-// after the unlock's full wait on a database that does not answer.
+// after the unlock's full wait on a database that does not answer. Which wait the unlock took is
+// read from the executor, not from a clock that load can stretch.
 func TestPhaseTimeoutAfterTheCharge(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -70,18 +71,17 @@ func TestPhaseTimeoutAfterTheCharge(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	start := time.Now()
+	var unlockWait time.Duration
+	executor.hooks.unlockTimeout = func(d time.Duration) { unlockWait = d }
 	_, err := executor.CreateRide(ctx, newRequest(b.Rider))
-	elapsed := time.Since(start)
 	if held != nil {
 		held.Release()
 	}
 	if err == nil || !models.IsUnavailable(err) {
 		t.Fatalf("want an error meaning the database is unavailable, got %v", err)
 	}
-	// Well under unlockTimeout, so that it is the short unlock that acted.
-	if limit := phaseTimeout + UnlockAfterOutageTimeout + 2*time.Second; elapsed > limit {
-		t.Fatalf("want the answer within the phase timeout and the short unlock (%s), it took %s", limit, elapsed)
+	if unlockWait != UnlockAfterOutageTimeout {
+		t.Fatalf("want the unlock to wait UnlockAfterOutageTimeout (%s) on a database that does not answer, it waited up to %s", UnlockAfterOutageTimeout, unlockWait)
 	}
 	if key := b.key(t, b.Rider); key.RecoveryPoint != models.RecoveryPointRideCreated {
 		t.Fatalf("want the key left at ride_created, got %s", key.RecoveryPoint)
