@@ -217,7 +217,7 @@ func (b *testBundle) lockTable(t *testing.T, table string) (unlock func()) {
 // waitForLockWaiters waits until n backends wait for a lock.
 func (b *testBundle) waitForLockWaiters(t *testing.T, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if b.Count(t, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()") >= n {
 			return
 		}

@@ -143,7 +143,7 @@ func receiptLatencies(t *testing.T, m *metrics.Worker) (count uint64, sum float6
 // own subscription saw them.
 func (b *testBundle) requireReceipts(t *testing.T, want map[string]float64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got := map[string]float64{}
 		for _, result := range []string{metrics.ReceiptSent, metrics.ReceiptLogged, metrics.ReceiptFailed, metrics.ReceiptDiscarded, metrics.ReceiptCancelled} {

@@ -82,7 +82,7 @@ func (s *testServer) shedReasons() []string {
 // waitUntil waits until the guard's state satisfies cond.
 func (s *testServer) waitUntil(what string, cond func(g *Guard) bool) {
 	s.t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
 		s.guard.mu.Lock()
 		ok := cond(s.guard)
 		s.guard.mu.Unlock()

@@ -348,7 +348,7 @@ func (s *murphyStack) assertRefundRequests(key string, want int) {
 		}
 		return n
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for count() < want && time.Now().Before(deadline) {
 		time.Sleep(25 * time.Millisecond)
 	}
