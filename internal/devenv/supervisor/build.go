@@ -91,7 +91,44 @@ func SharedBinDir(root string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("error creating the directory for built commands: %w", err)
 	}
+	rootFile := filepath.Join(dir, rootFileName)
+	if _, err := os.Stat(rootFile); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(rootFile, []byte(root), 0o644); err != nil {
+			return "", fmt.Errorf("error noting the checkout of the directory for built commands: %w", err)
+		}
+		// A new checkout is when clones come and go (a CI clone, a worktree): the directories of
+		// those gone are removed then, each some 300 MB of binaries nobody will run again.
+		pruneGoneCheckouts(filepath.Dir(dir))
+	}
 	return dir, nil
+}
+
+// rootFileName, in a directory of built commands, holds the path of the checkout it builds.
+const rootFileName = ".root"
+
+// pruneGoneCheckouts removes from base the directories of built commands whose checkout no
+// longer exists, but for one in use: a build holds its lock, and a directory whose lock another
+// process holds is left alone.
+func pruneGoneCheckouts(base string) {
+	entries, _ := os.ReadDir(base)
+	for _, e := range entries {
+		dir := filepath.Join(base, e.Name())
+		root, err := os.ReadFile(filepath.Join(dir, rootFileName))
+		if err != nil {
+			continue // made before checkouts were noted, or being made
+		}
+		if _, err := os.Stat(string(root)); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			_ = os.RemoveAll(dir)
+		}
+		f.Close()
+	}
 }
 
 // raceDirSuffix ends the name of a shared directory of commands built with the race detector.
