@@ -48,7 +48,7 @@ func TestFloodOfConnections(t *testing.T) {
 	// (which would shed its connections at the cap of all first).
 	greedy := &flood{server: server, source: "127.0.0.60", conns: 300}
 	start(greedy)
-	waitFor(t, 30*time.Second, "one address to open 300 connections", func() bool { return greedy.opened.Load() >= 300 })
+	waitFor(t, 2*time.Minute, "one address to open 300 connections", func() bool { return greedy.opened.Load() >= 300 })
 	for i := range 47 {
 		start(&flood{server: server, source: fmt.Sprintf("127.0.0.%d", 10+i), conns: 100})
 	}
@@ -59,7 +59,7 @@ func TestFloodOfConnections(t *testing.T) {
 	// Until every flooding connection has been opened once, and the API holds as many as it
 	// allows.
 	var open float64
-	waitFor(t, 60*time.Second, "the flood to fill the API's connections", func() bool {
+	waitFor(t, 3*time.Minute, "the flood to fill the API's connections", func() bool {
 		for _, f := range floods {
 			if f.opened.Load() < int64(f.conns) {
 				return false
