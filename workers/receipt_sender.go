@@ -8,6 +8,7 @@ import (
 	"net/mail"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
@@ -22,8 +23,14 @@ import (
 
 // RecordTimeout bounds recording a receipt that has been sent. That step ignores the job's
 // cancellation (see receiptSender.send), so it needs a bound of its own; a healthy database
-// takes milliseconds.
-const RecordTimeout = 10 * time.Second
+// takes milliseconds. It outlasts a failover of the tuned formation (7 to 9 s on a loaded
+// machine) twice: a receipt caught by one is recorded on the new primary, not mailed again.
+const RecordTimeout = 20 * time.Second
+
+// recordAttemptTimeout bounds one try at recording. A primary that froze, or whose machine was
+// lost, leaves the connection to it waiting for an answer that never comes; the next try goes
+// out on a new connection, which reaches the new primary once there is one.
+const recordAttemptTimeout = 5 * time.Second
 
 // receiptKind is what sets one kind of receipt apart (a ride's, a refund's): which ride a job's
 // receipt is about, what it says, and where it is recorded. receiptSender does the rest, the
@@ -132,7 +139,9 @@ func (s *receiptSender[T]) send(ctx context.Context, job *river.Job[T]) error {
 	// up now would only leave the receipt unrecorded and mail it again on the retry.
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RecordTimeout)
 	defer cancel()
-	raced, err := s.record(recordCtx, conn, job, ride.UserID, ride.ID, msg.MessageID)
+	attemptCtx, cancelAttempt := context.WithTimeout(recordCtx, recordAttemptTimeout)
+	raced, err := s.record(attemptCtx, conn, job, ride.UserID, ride.ID, msg.MessageID)
+	cancelAttempt()
 	for attempt := 1; err != nil && models.IsUnavailable(err); attempt++ {
 		// The database went away (a restart, a failover) while the message was out: keep trying
 		// on a fresh connection, for as long as RecordTimeout allows, rather than fail the job
@@ -170,20 +179,26 @@ func (s *receiptSender[T]) send(ctx context.Context, job *river.Job[T]) error {
 	return nil
 }
 
-// recordOnNewConnection is record on a connection fresh from the pool.
+// recordOnNewConnection is record, within recordAttemptTimeout, on a connection of its own,
+// dialled for it: an idle one of the pool may lead to the primary that the last try lost, and
+// hang as that try did.
 func (s *receiptSender[T]) recordOnNewConnection(ctx context.Context, job *river.Job[T], userID, rideID int64, messageID string) (bool, error) {
-	conn, err := s.pool.Acquire(ctx)
+	ctx, cancel := context.WithTimeout(ctx, recordAttemptTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return false, fmt.Errorf("error acquiring a database connection: %w", err)
+		return false, fmt.Errorf("error connecting to the database: %w", err)
 	}
-	defer conn.Release()
+	defer conn.Close(ctx)
 	return s.record(ctx, conn, job, userID, rideID, messageID)
 }
 
 // record records the receipt and completes the job in one transaction on conn, so that a
 // receipt is recorded exactly when its job is done. raced reports that another job had recorded
 // a receipt for the ride first; the job is completed all the same.
-func (s *receiptSender[T]) record(ctx context.Context, conn *pgxpool.Conn, job *river.Job[T], userID, rideID int64, messageID string) (raced bool, err error) {
+func (s *receiptSender[T]) record(ctx context.Context, conn interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}, job *river.Job[T], userID, rideID int64, messageID string) (raced bool, err error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error beginning transaction: %w", err)

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -160,6 +163,72 @@ func TestSendRideReceiptWorker(t *testing.T) {
 		}
 		if b.receipt(t, ride) == nil {
 			t.Fatal("want the receipt recorded")
+		}
+	})
+
+	// A primary that froze as the server accepted the message: the worker's connections to it
+	// answer nothing. The try on the job's own connection gives up after recordAttemptTimeout,
+	// and the next, on a connection dialled for it, records the receipt: mailed once.
+	t.Run("RecordsOnANewConnectionWhenItsOwnHangs", func(t *testing.T) {
+		t.Parallel()
+		var frozen []int
+		b := setupWith(t, func(b *testBundle, deps *Deps) {
+			config, err := pgxpool.ParseConfig(b.pool.Config().ConnString())
+			if err != nil {
+				t.Fatal(err)
+			}
+			config.ConnConfig.RuntimeParams["application_name"] = "receipt_workers_frozen"
+			workersPool, err := pgxpool.NewWithConfig(t.Context(), config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(workersPool.Close)
+			deps.Pool = workersPool
+			deps.Mailer = afterSend{Mailer: deps.Mailer, hook: func() {
+				rows, _ := b.pool.Query(context.Background(), `SELECT pid FROM pg_stat_activity
+					WHERE application_name = 'receipt_workers_frozen'`)
+				pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+				if err != nil {
+					t.Error(err)
+				}
+				for _, pid := range pids {
+					if err := syscall.Kill(int(pid), syscall.SIGSTOP); err != nil {
+						t.Error(err)
+					}
+					frozen = append(frozen, int(pid))
+				}
+				// Thawed before the runner stops (cleanups run last first), so that it can.
+				t.Cleanup(func() {
+					for _, pid := range frozen {
+						_ = syscall.Kill(pid, syscall.SIGCONT)
+					}
+				})
+			}}
+		})
+		ride := b.newRide(t, b.rider, "ch_frozen")
+		job := b.insertJob(t, receiptArgs(ride), nil)
+
+		// River's own connections are frozen too, so the job's end is read from the table.
+		deadline := time.Now().Add(RecordTimeout + 30*time.Second)
+		for b.receipt(t, ride) == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("no receipt recorded within %s of the freeze", RecordTimeout+30*time.Second)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if len(frozen) == 0 {
+			t.Fatal("want the workers' connections frozen, found none")
+		}
+		var state string
+		var attempt int
+		if err := b.pool.QueryRow(t.Context(), `SELECT state, attempt FROM river_job WHERE id = $1`, job.ID).Scan(&state, &attempt); err != nil {
+			t.Fatal(err)
+		}
+		if state != string(rivertype.JobStateCompleted) || attempt != 1 {
+			t.Errorf("want the job completed at its first attempt, got %s at attempt %d", state, attempt)
+		}
+		if n := len(b.smtp.Messages()); n != 1 {
+			t.Fatalf("want 1 receipt mailed, got %d", n)
 		}
 	})
 
