@@ -63,7 +63,7 @@ func (a *apiTarget) run(ctx context.Context, clients int, duration time.Duration
 	for i := range riders {
 		riders[i] = &client.Client{BaseURL: proc.url, Token: a.tokens[i], HTTPClient: httpClient, MaxElapsed: a.opts.giveUpAfter}
 	}
-	res := load(ctx, riders, counter, duration, 0)
+	res := load(ctx, riders, counter, duration, 0, 0)
 	m = &measurement{
 		api:            res,
 		rides:          int64(res.booked),

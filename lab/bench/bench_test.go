@@ -21,7 +21,9 @@ func TestBench(t *testing.T) {
 
 	t.Run("BooksRidesAndReplaysThem", func(t *testing.T) {
 		t.Parallel()
-		out := requireOK(t, "-api", server.URL, "-token", b.Rider.Token, "-clients", "4", "-duration", "2s", "-replay-share", "0.3")
+		// A count of calls, not a time, so that a loaded machine makes as many: a run of 4
+		// clients' 20 calls without a replay has odds of 0.7^76, about one in 10^12.
+		out := requireOK(t, "-api", server.URL, "-token", b.Rider.Token, "-clients", "4", "-calls", "20", "-duration", "10m", "-replay-share", "0.3")
 		booked, replays := figure(t, out, "rides booked"), figure(t, out, "replays")
 		if booked == 0 || replays == 0 {
 			t.Fatalf("want rides booked and replayed, got:\n%s", out)
@@ -51,7 +53,7 @@ func TestBench(t *testing.T) {
 
 	t.Run("CountsDeclinedCardsAsRefusals", func(t *testing.T) {
 		t.Parallel()
-		out := requireOK(t, "-api", server.URL, "-token", b.DecliningRider.Token, "-clients", "2", "-duration", "1s", "-replay-share", "0.5")
+		out := requireOK(t, "-api", server.URL, "-token", b.DecliningRider.Token, "-clients", "2", "-calls", "20", "-duration", "10m", "-replay-share", "0.5")
 		if figure(t, out, "refusals") == 0 || figure(t, out, "rides booked") != 0 || figure(t, out, "replays") == 0 {
 			t.Fatalf("want refusals replayed and no rides, got:\n%s", out)
 		}

@@ -72,11 +72,11 @@ type result struct {
 
 func (r *result) failed() bool { return r.unknown+r.unexpected+r.mismatches > 0 }
 
-// load runs one concurrent client per element of clients until duration is over, or until a
-// call fails: a failed run's figures mean nothing, so there is no point in loading the API
+// load runs one concurrent client per element of clients until duration is over, each client
+// has made calls calls (if calls is not 0), or a call fails: a failed run's figures mean nothing, so there is no point in loading the API
 // further. Calls under way are let finish under ctx, so that stopping the load does not itself
 // make outcomes unknown. The clients may be one rider's or each a rider of its own.
-func load(ctx context.Context, clients []*client.Client, counter *conflictCounter, duration time.Duration, replayShare float64) *result {
+func load(ctx context.Context, clients []*client.Client, counter *conflictCounter, duration time.Duration, calls int, replayShare float64) *result {
 	loadCtx, stopLoad := context.WithTimeout(ctx, duration)
 	defer stopLoad()
 
@@ -88,7 +88,7 @@ func load(ctx context.Context, clients []*client.Client, counter *conflictCounte
 		wg.Go(func() {
 			t := &tallies[i]
 			var answered []firstAnswer
-			for loadCtx.Err() == nil {
+			for made := 0; loadCtx.Err() == nil && (calls == 0 || made < calls); made++ {
 				if len(answered) > 0 && rand.Float64() < replayShare {
 					t.replay(ctx, c, answered[rand.IntN(len(answered))])
 				} else if first, ok := t.book(ctx, c); ok {

@@ -68,6 +68,7 @@ type options struct {
 	token        string
 	clients      int
 	duration     time.Duration
+	calls        int
 	replayShare  float64
 	giveUpAfter  time.Duration
 
@@ -85,7 +86,7 @@ type options struct {
 // modeFlags are the flags each mode reads, its own switch aside: setting another is a mistake
 // worth saying, not a setting to ignore.
 var modeFlags = map[string][]string{
-	modeLoad:         {"api", "token", "clients", "duration", "replay-share", "give-up-after"},
+	modeLoad:         {"api", "token", "clients", "duration", "calls", "replay-share", "give-up-after"},
 	modeCompare:      {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log"},
 	modeCompareHA:    {"compare-ha", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
 	modeCompareCitus: {"compare-citus", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
@@ -124,7 +125,7 @@ func runLoad(ctx context.Context, opts *options, stdout, stderr io.Writer) int {
 	for i := range clients {
 		clients[i] = c
 	}
-	res := load(ctx, clients, counter, opts.duration, opts.replayShare)
+	res := load(ctx, clients, counter, opts.duration, opts.calls, opts.replayShare)
 	res.print(stdout, opts)
 	if res.failed() {
 		return exitFailed
@@ -146,6 +147,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags.IntVar(&opts.clients, "clients", 0, fmt.Sprintf("concurrent clients, each making one call at a time (default %d, with -compare %d)",
 		loadClientsDefault, compareClientsDefault))
 	flags.DurationVar(&opts.duration, "duration", 30*time.Second, "how long to start new calls; calls under way then run to their end")
+	flags.IntVar(&opts.calls, "calls", 0, "stop each client after this many calls, or at -duration, whichever comes first (0: at -duration)")
 	flags.Float64Var(&opts.replayShare, "replay-share", 0, "share of calls, in [0, 1), that re-send one of the client's earlier keys")
 	flags.DurationVar(&opts.giveUpAfter, "give-up-after", client.DefaultMaxElapsed, "how long one call keeps retrying before its outcome is unknown")
 	flags.DurationVar(&opts.soloDuration, "solo-duration", 10*time.Second, "with -compare: how long the 1-client runs last")
@@ -197,6 +199,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, errors.New("-token (or RIDES_TOKEN) is required")
 	case opts.clients < 1:
 		return nil, errors.New("-clients must be at least 1")
+	case opts.calls < 0:
+		return nil, errors.New("-calls must be at least 0")
 	case opts.duration <= 0:
 		return nil, errors.New("-duration must be positive")
 	case !(opts.replayShare >= 0 && opts.replayShare < 1):
