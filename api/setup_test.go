@@ -62,6 +62,9 @@ type setupOpts struct {
 
 	// webhooksOff leaves the API without a webhook secret, which turns POST /webhooks/stripe off.
 	webhooksOff bool
+
+	// limitsClockStopped stops the clock of the limits as the API starts: no budget refills.
+	limitsClockStopped bool
 }
 
 // testWebhookSecret is the signing secret of the test API's webhook endpoint.
@@ -90,8 +93,12 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if opts.webhooksOff {
 		secret = ""
 	}
-	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits, TokenKey: ridetest.TokenKey,
-		TrustedProxies: opts.trustedProxies, StripeWebhookSecret: secret, Metrics: opts.metrics}).Handler())
+	s := api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits, TokenKey: ridetest.TokenKey,
+		TrustedProxies: opts.trustedProxies, StripeWebhookSecret: secret, Metrics: opts.metrics})
+	if opts.limitsClockStopped {
+		s.StopLimitsClock(time.Now())
+	}
+	server := httptest.NewServer(s.Handler())
 	t.Cleanup(server.Close)
 	return &testBundle{Bundle: b, server: server, logs: logs}
 }
