@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/rocketrides/rocketrides/api"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 )
@@ -59,7 +62,8 @@ func TestRiderBudgets(t *testing.T) {
 	// them is stored; but replays of finished keys, cancels and reads go on.
 	t.Run("BookingBudgetSpentLeavesReplaysCancelsAndReads", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, opts)
+		m := metrics.NewAPI(nil)
+		b := setup(t, setupOpts{limits: opts.limits, limitsClockStopped: true, metrics: m})
 		var firstID int64
 		for i := range api.RiderRideBurstDefault {
 			ride := b.postRide(t, b.Rider, fmt.Sprintf("key-budget-%04d-0123456789", i), testBody).rideCreated(t).Ride
@@ -85,6 +89,13 @@ func TestRiderBudgets(t *testing.T) {
 		b.postRide(t, b.Rider, "key-budget-over-0123456789", testBody).requireBudgetSpent(t, problem.CodeBookingRateLimited, "booking")
 		if n := len(b.SucceededCharges()); n != api.RiderRideBurstDefault {
 			t.Fatalf("want %d charges, one per booking, got %d", api.RiderRideBurstDefault, n)
+		}
+		// Both refusals counted as the booking budget's, and as ride requests refused.
+		if n := testutil.ToFloat64(m.RateLimited.WithLabelValues("rider_booking_rate")); n != 2 {
+			t.Fatalf("want rocketrides_rate_limited_total{limit=\"rider_booking_rate\"} 2, got %v", n)
+		}
+		if n := testutil.ToFloat64(m.RideRequests.WithLabelValues(metrics.RideRateLimited)); n != 2 {
+			t.Fatalf("want rocketrides_ride_requests_total{outcome=\"rate_limited\"} 2, got %v", n)
 		}
 	})
 
