@@ -54,6 +54,9 @@ type setupOpts struct {
 	// run with the defaults.
 	limits *api.Limits
 
+	// limitsClockStopped stops the clock of the limits as the API starts: no budget refills.
+	limitsClockStopped bool
+
 	// trustedProxies are the API's trusted proxies (api.Config.TrustedProxies).
 	trustedProxies []netip.Prefix
 
@@ -62,9 +65,6 @@ type setupOpts struct {
 
 	// webhooksOff leaves the API without a webhook secret, which turns POST /webhooks/stripe off.
 	webhooksOff bool
-
-	// limitsClockStopped stops the clock of the limits as the API starts: no budget refills.
-	limitsClockStopped bool
 }
 
 // testWebhookSecret is the signing secret of the test API's webhook endpoint.
