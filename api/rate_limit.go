@@ -138,8 +138,8 @@ func (s *Server) shedLoad(next http.Handler) http.Handler {
 }
 
 // limitRider applies a rider's budget b, one with a cap at once: the rate of requests, and how
-// many are worked on at once. It runs after authenticate. A refusal is counted in outcomes, the route's own counter
-// of answers, when it has one.
+// many are worked on at once. It runs after authenticate. A refusal is counted in outcomes, the
+// route's own counter of answers, when it has one.
 func (s *Server) limitRider(b *riderBudget, outcomes *prometheus.CounterVec) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
