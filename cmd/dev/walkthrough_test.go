@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
@@ -68,7 +70,9 @@ func followBanner(t *testing.T, output string, sh shell, rides, admin string) {
 		}
 		switch {
 		case strings.HasPrefix(command, "curl "):
-			args := sh.words(t, command)
+			// What a pipe after a curl does (jq, say) only shows its answer.
+			request, _, _ := strings.Cut(command, " | ")
+			args := sh.words(t, request)
 			sends := 1
 			if strings.Contains(command, "$API_URL") {
 				sends = 2
@@ -154,11 +158,31 @@ func withoutData(args []string, data string) []string {
 	return kept
 }
 
-// curl sends the request that curl would for args (the words of a curl command), as far as the
-// banner's curls use curl's options, and returns the answer. An option it does not know fails the
-// test: the banner's requests are to be followed, not guessed.
+// curl sends the request that curl would for args (the words of a curl command) and returns the
+// answer.
 func curl(t *testing.T, args []string) answer {
 	t.Helper()
+	req, err := curlRequest(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("curl %q: %v", args, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("curl %q: %v", args, err)
+	}
+	return answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: b}
+}
+
+// curlRequest is the request curl would send for args, as far as the banner's curls use curl's
+// options. An option it does not know is an error: the banner's requests are to be followed,
+// not guessed.
+func curlRequest(args []string) (*http.Request, error) {
 	var (
 		method, target string
 		header         = http.Header{}
@@ -166,30 +190,34 @@ func curl(t *testing.T, args []string) answer {
 		get            bool
 	)
 	for i := 1; i < len(args); i++ {
-		value := func() string {
+		arg := args[i]
+		takesValue := map[string]bool{"-X": true, "--request": true, "-H": true, "--header": true,
+			"-d": true, "--data": true, "--data-raw": true, "--data-urlencode": true}[arg]
+		var value string
+		if takesValue {
 			if i+1 == len(args) {
-				t.Fatalf("curl %s wants a value: %q", args[i], args)
+				return nil, fmt.Errorf("curl %s wants a value: %q", arg, args)
 			}
 			i++
-			return args[i]
+			value = args[i]
 		}
-		switch arg := args[i]; arg {
+		switch arg {
 		case "-i", "--include", "-s", "--silent", "-S", "--show-error", "-sS":
 		case "-X", "--request":
-			method = value()
+			method = value
 		case "-H", "--header":
-			name, v, _ := strings.Cut(value(), ":")
+			name, v, _ := strings.Cut(value, ":")
 			header.Add(strings.TrimSpace(name), strings.TrimSpace(v))
 		case "-d", "--data", "--data-raw":
-			data = append(data, value())
+			data = append(data, value)
 		case "--data-urlencode":
-			name, v, _ := strings.Cut(value(), "=")
+			name, v, _ := strings.Cut(value, "=")
 			data = append(data, url.QueryEscape(name)+"="+url.QueryEscape(v))
 		case "-G", "--get":
 			get = true
 		default:
 			if strings.HasPrefix(arg, "-") {
-				t.Fatalf("the banner's curl uses %s, which followBanner does not know: %q", arg, args)
+				return nil, fmt.Errorf("the banner's curl uses %s, which followBanner does not know: %q", arg, args)
 			}
 			target = arg
 		}
@@ -197,7 +225,11 @@ func curl(t *testing.T, args []string) answer {
 	var body io.Reader
 	switch {
 	case get && len(data) > 0:
-		target += map[bool]string{true: "&", false: "?"}[strings.Contains(target, "?")] + strings.Join(data, "&")
+		sep := "?"
+		if strings.Contains(target, "?") {
+			sep = "&"
+		}
+		target += sep + strings.Join(data, "&")
 	case len(data) > 0:
 		body = strings.NewReader(strings.Join(data, "&"))
 		header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -210,20 +242,41 @@ func curl(t *testing.T, args []string) answer {
 	}
 	req, err := http.NewRequest(method, target, body)
 	if err != nil {
-		t.Fatalf("curl %q: %v", args, err)
+		return nil, fmt.Errorf("curl %q: %w", args, err)
+	}
+	if req.URL.Scheme != "http" || req.URL.Host == "" {
+		return nil, fmt.Errorf("curl %q: want an http URL, got %q", args, target)
 	}
 	req.Header = header
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("curl %q: %v", args, err)
+	return req, nil
+}
+
+// TestBannerRequestsAreFollowed renders the banner and checks that followBanner finds its
+// requests and can send each one as curl would, so that a banner line it could not follow
+// shows here in a second rather than in TestDev's minutes.
+func TestBannerRequestsAreFollowed(t *testing.T) {
+	t.Parallel()
+	rider := &supervisor.Rider{Email: "rider@rocketrides.example", Token: "rr_rider"}
+	text := banner(bannerData{
+		APIURL: "http://127.0.0.1:5004", DatabaseURL: "postgres://127.0.0.1:5605/rocketrides", StripeAPIKey: "sk_test_x",
+		TokenSecret: "secret", StripeURL: "http://127.0.0.1:5704", Rider: rider, Declined: rider,
+		Metrics: []metricsEndpoint{{Name: "api", URL: "http://127.0.0.1:5054/metrics"}},
+	})
+	sh := bannerShell(t, text)
+	var curls int
+	for _, command := range bannerCommands(text) {
+		if !strings.HasPrefix(command, "curl ") {
+			continue
+		}
+		curls++
+		request, _, _ := strings.Cut(command, " | ")
+		if _, err := curlRequest(sh.words(t, request)); err != nil {
+			t.Errorf("%s: %v", command, err)
+		}
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("curl %q: %v", args, err)
+	if curls == 0 {
+		t.Fatalf("found no curl in the banner:\n%s", text)
 	}
-	return answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: b}
 }
 
 // sumSeries is the sum of every series of metric in a scrape, whatever its labels; 0 if it has
