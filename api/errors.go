@@ -72,8 +72,13 @@ func errShuttingDown() *apiError {
 // errFromPhases maps what the phases returned to the answer a client gets. None of these is
 // stored on the key: each is the answer to this attempt only.
 func errFromPhases(err error) *apiError {
-	var unavailable *phases.PaymentUnavailableError
+	var (
+		unavailable *phases.PaymentUnavailableError
+		spent       *budgetSpentError
+	)
 	switch {
+	case errors.As(err, &spent):
+		return spent.apiErr
 	case errors.Is(err, phases.ErrParamsMismatch):
 		return newError(http.StatusUnprocessableEntity, problem.CodeIdempotencyKeyReused, "Idempotency key reused",
 			"This Idempotency-Key was already used with different parameters. Use a new key for a new ride.")

@@ -10,6 +10,12 @@ import (
 // balancer, a rider may get up to N times a limit. That is the trade for checking a limit
 // without a database round trip, which is the point of most of them.
 //
+// A rider has four budgets, each named for what it limits, and a 429 names the one spent:
+// bookings (new keys on POST /rides), cancels (new keys on POST /rides/{id}/cancel), requests
+// (every POST, first tries, retries and replays alike) and reads (GET /rides, GET
+// /rides/{id}). A replay or a retry of a key spends only the requests budget: its booking was
+// counted once, when its key was made.
+//
 // None counts failed authentications: a token the API did not issue is refused without a
 // lookup (see authenticate), so a flood of them costs a hash each, and nobody need be refused
 // for it, least of all the riders who share the flood's address.
@@ -17,22 +23,35 @@ type Limits struct {
 	// Off turns every limit off, for load tests (RATE_LIMITS=off).
 	Off bool
 
-	// RiderRidesPerMinute and RiderRideBurst are one rider's token bucket on POST /rides: a
-	// burst of RiderRideBurst requests at once, refilled at RiderRidesPerMinute. Replays and
-	// retries count: each is a request the service works on. Default 10 a minute with a
-	// burst of 10: a rider books a handful of rides a minute at most, and a retrying app sends
-	// a few attempts for one ride.
+	// RiderRidesPerMinute and RiderRideBurst are one rider's budget of new bookings: a POST
+	// /rides whose Idempotency-Key is new, counted as its key is made. Default 10 a minute with
+	// a burst of 10: a rider books a handful of rides a minute at most.
 	RiderRidesPerMinute int
 	RiderRideBurst      int
 
-	// RiderRidesInFlight caps one rider's POST /rides being worked on at once. Default 3: one
-	// ride and its impatient retries, which would find the key in use anyway.
+	// RiderCancelsPerMinute and RiderCancelBurst are one rider's budget of new cancels, counted
+	// as bookings are. Default 10 a minute with a burst of 10: a rider cancels no more rides than
+	// they book, and each cancel is a refund at Stripe.
+	RiderCancelsPerMinute int
+	RiderCancelBurst      int
+
+	// RiderRequestsPerMinute and RiderRequestBurst are one rider's budget of POST /rides and
+	// POST /rides/{id}/cancel requests, new or not, checked before the request is read: what a
+	// replay or a retry spends, and what bounds the database work of a flood of them. Default 60
+	// a minute with a burst of 30: a retrying app sends a few attempts for each request, and a
+	// replay costs one short transaction, about what a read costs.
+	RiderRequestsPerMinute int
+	RiderRequestBurst      int
+
+	// RiderRidesInFlight caps one rider's POST /rides and POST /rides/{id}/cancel requests
+	// being worked on at once, a part of the requests budget. Default 3: one request and its
+	// impatient retries, which would find the key in use anyway.
 	RiderRidesInFlight int
 
 	// RiderReadsPerMinute, RiderReadBurst and RiderReadsInFlight are one rider's budget for
-	// reading rides back (GET /rides/{id}), apart from booking's, so that neither starves the
-	// other. Default 120 a minute, a burst of 60, 5 at once: an app refreshing a screen of rides
-	// reads a few dozen at a time, and never needs more than a handful in flight.
+	// reading rides back (GET /rides/{id}, GET /rides), apart from the others, so that none
+	// starves another. Default 120 a minute, a burst of 60, 5 at once: an app refreshing a
+	// screen of rides reads a few dozen at a time, and never needs more than a handful in flight.
 	RiderReadsPerMinute int
 	RiderReadBurst      int
 	RiderReadsInFlight  int
@@ -47,18 +66,26 @@ type Limits struct {
 
 // Defaults of Limits.
 const (
-	RiderRidesPerMinuteDefault = 10
-	RiderRideBurstDefault      = 10
-	RiderRidesInFlightDefault  = 3
-	RiderReadsPerMinuteDefault = 120
-	RiderReadBurstDefault      = 60
-	RiderReadsInFlightDefault  = 5
-	MaxRequestsInFlightDefault = 200
+	RiderRidesPerMinuteDefault    = 10
+	RiderRideBurstDefault         = 10
+	RiderCancelsPerMinuteDefault  = 10
+	RiderCancelBurstDefault       = 10
+	RiderRequestsPerMinuteDefault = 60
+	RiderRequestBurstDefault      = 30
+	RiderRidesInFlightDefault     = 3
+	RiderReadsPerMinuteDefault    = 120
+	RiderReadBurstDefault         = 60
+	RiderReadsInFlightDefault     = 5
+	MaxRequestsInFlightDefault    = 200
 )
 
 func (l Limits) withDefaults() Limits {
 	l.RiderRidesPerMinute = cmp.Or(l.RiderRidesPerMinute, RiderRidesPerMinuteDefault)
 	l.RiderRideBurst = cmp.Or(l.RiderRideBurst, RiderRideBurstDefault)
+	l.RiderCancelsPerMinute = cmp.Or(l.RiderCancelsPerMinute, RiderCancelsPerMinuteDefault)
+	l.RiderCancelBurst = cmp.Or(l.RiderCancelBurst, RiderCancelBurstDefault)
+	l.RiderRequestsPerMinute = cmp.Or(l.RiderRequestsPerMinute, RiderRequestsPerMinuteDefault)
+	l.RiderRequestBurst = cmp.Or(l.RiderRequestBurst, RiderRequestBurstDefault)
 	l.RiderRidesInFlight = cmp.Or(l.RiderRidesInFlight, RiderRidesInFlightDefault)
 	l.RiderReadsPerMinute = cmp.Or(l.RiderReadsPerMinute, RiderReadsPerMinuteDefault)
 	l.RiderReadBurst = cmp.Or(l.RiderReadBurst, RiderReadBurstDefault)

@@ -201,6 +201,8 @@ func TestContractAnswers(t *testing.T) {
 		return b.do(t, http.MethodGet, "/rides"+query, map[string]string{"Authorization": "Bearer " + b.Rider.Token}, "")
 	}
 	oneRidePerMinute := &api.Limits{RiderRidesPerMinute: 1, RiderRideBurst: 1}
+	oneCancelPerMinute := &api.Limits{RiderCancelsPerMinute: 1, RiderCancelBurst: 1}
+	oneRequestPerMinute := &api.Limits{RiderRequestsPerMinute: 1, RiderRequestBurst: 1}
 	oneReadPerMinute := &api.Limits{RiderReadsPerMinute: 1, RiderReadBurst: 1}
 	oneInFlight := &api.Limits{MaxRequestsInFlight: 1}
 
@@ -268,9 +270,13 @@ func TestContractAnswers(t *testing.T) {
 			b.postRide(t, b.Rider, testKey, testBody).rideCreated(t)
 			return b.postRide(t, b.Rider, testKey, noCharge)
 		}},
-		{answer: post(429, problem.CodeRateLimited), opts: setupOpts{limits: oneRidePerMinute}, send: func(t *testing.T, b *testBundle) *response {
+		{answer: post(429, problem.CodeBookingRateLimited), opts: setupOpts{limits: oneRidePerMinute}, send: func(t *testing.T, b *testBundle) *response {
 			b.postRide(t, b.Rider, testKey, testBody).rideCreated(t)
 			return b.postRide(t, b.Rider, "0ccb7813-second-key-0123456789", testBody)
+		}},
+		{answer: post(429, problem.CodeRequestRateLimited), opts: setupOpts{limits: oneRequestPerMinute}, send: func(t *testing.T, b *testBundle) *response {
+			b.postRide(t, b.Rider, testKey, testBody).rideCreated(t)
+			return b.postRide(t, b.Rider, testKey, testBody)
 		}},
 		{answer: post(500, problem.CodeInternalError), opts: setupOpts{simulateErrors: true}, send: func(t *testing.T, b *testBundle) *response {
 			return b.postRide(t, b.Rider, testKey, `{"origin_lat": 0, "origin_lon": 0, "target_lat": 0, "target_lon": 0, "raise_error": true}`)
@@ -304,7 +310,7 @@ func TestContractAnswers(t *testing.T) {
 		{answer: get("/rides/{id}", 404, problem.CodeNotFound), send: func(t *testing.T, b *testBundle) *response {
 			return getRide(t, b, "1")
 		}},
-		{answer: get("/rides/{id}", 429, problem.CodeRateLimited), opts: setupOpts{limits: oneReadPerMinute}, send: func(t *testing.T, b *testBundle) *response {
+		{answer: get("/rides/{id}", 429, problem.CodeReadRateLimited), opts: setupOpts{limits: oneReadPerMinute}, send: func(t *testing.T, b *testBundle) *response {
 			auth := map[string]string{"Authorization": "Bearer " + b.Rider.Token}
 			b.do(t, http.MethodGet, "/rides/1", auth, "")
 			return b.do(t, http.MethodGet, "/rides/1", auth, "")
@@ -332,7 +338,7 @@ func TestContractAnswers(t *testing.T) {
 		{answer: get("/rides", 401, problem.CodeUnauthorized), send: func(t *testing.T, b *testBundle) *response {
 			return b.do(t, http.MethodGet, "/rides", nil, "")
 		}},
-		{answer: get("/rides", 429, problem.CodeRateLimited), opts: setupOpts{limits: oneReadPerMinute}, send: func(t *testing.T, b *testBundle) *response {
+		{answer: get("/rides", 429, problem.CodeReadRateLimited), opts: setupOpts{limits: oneReadPerMinute}, send: func(t *testing.T, b *testBundle) *response {
 			auth := map[string]string{"Authorization": "Bearer " + b.Rider.Token}
 			b.do(t, http.MethodGet, "/rides", auth, "")
 			return b.do(t, http.MethodGet, "/rides", auth, "")
@@ -424,9 +430,14 @@ func TestContractAnswers(t *testing.T) {
 			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
 			return b.cancelRide(t, b.Rider, testKey, ride.ID)
 		}},
-		{answer: cancel(429, problem.CodeRateLimited), opts: setupOpts{limits: oneRidePerMinute}, send: func(t *testing.T, b *testBundle) *response {
+		{answer: cancel(429, problem.CodeCancelRateLimited), opts: setupOpts{limits: oneCancelPerMinute}, send: func(t *testing.T, b *testBundle) *response {
 			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
-			return b.cancelRide(t, b.Rider, cancelKey, ride.ID)
+			b.cancelRide(t, b.Rider, cancelKey, ride.ID).requireStatus(t, http.StatusOK)
+			return b.cancelRide(t, b.Rider, cancelKey+"-2", ride.ID)
+		}},
+		{answer: cancel(429, problem.CodeRequestRateLimited), opts: setupOpts{limits: oneRequestPerMinute}, send: func(t *testing.T, b *testBundle) *response {
+			b.cancelRide(t, b.Rider, cancelKey, 1).requireStatus(t, http.StatusNotFound)
+			return b.cancelRide(t, b.Rider, cancelKey, 1)
 		}},
 		{answer: cancel(500, problem.CodeInternalError), send: func(t *testing.T, b *testBundle) *response {
 			b.Exec(t, `ALTER TABLE rides RENAME TO rides_gone`)

@@ -85,10 +85,26 @@ var pinnedCodes = []pinnedCode{
 			b.Exec(t, `UPDATE users SET stripe_customer_id = 'cus_NotAtStripe42' WHERE id = $1`, b.Rider.ID)
 			return b.postRide(t, b.Rider, testKey, testBody)
 		}},
-	{code: "rate_limited", constant: problem.CodeRateLimited, status: 429, opts: setupOpts{limits: &api.Limits{RiderRideBurst: 1, RiderRidesPerMinute: 1}},
+	{code: "booking_rate_limited", constant: problem.CodeBookingRateLimited, status: 429, opts: setupOpts{limits: &api.Limits{RiderRideBurst: 1, RiderRidesPerMinute: 1}},
 		provoke: func(t *testing.T, b *testBundle) *response {
 			b.postRide(t, b.Rider, testKey, testBody).rideCreated(t)
 			return b.postRide(t, b.Rider, testKey+"-2", testBody)
+		}},
+	{code: "cancel_rate_limited", constant: problem.CodeCancelRateLimited, status: 429, opts: setupOpts{limits: &api.Limits{RiderCancelBurst: 1, RiderCancelsPerMinute: 1}},
+		provoke: func(t *testing.T, b *testBundle) *response {
+			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+			b.cancelRide(t, b.Rider, cancelKey, ride.ID).requireStatus(t, http.StatusOK)
+			return b.cancelRide(t, b.Rider, cancelKey+"-2", ride.ID)
+		}},
+	{code: "request_rate_limited", constant: problem.CodeRequestRateLimited, status: 429, opts: setupOpts{limits: &api.Limits{RiderRequestBurst: 1, RiderRequestsPerMinute: 1}},
+		provoke: func(t *testing.T, b *testBundle) *response {
+			b.postRide(t, b.Rider, testKey, testBody).rideCreated(t)
+			return b.postRide(t, b.Rider, testKey, testBody)
+		}},
+	{code: "read_rate_limited", constant: problem.CodeReadRateLimited, status: 429, opts: setupOpts{limits: &api.Limits{RiderReadBurst: 1, RiderReadsPerMinute: 1}},
+		provoke: func(t *testing.T, b *testBundle) *response {
+			b.getRide(t, b.Rider, 1)
+			return b.getRide(t, b.Rider, 1)
 		}},
 	// The database aborting a request's transaction for the whole retry budget.
 	{code: "request_conflict", constant: problem.CodeRequestConflict, status: 409},

@@ -7,16 +7,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/problem"
 )
 
-// limiter enforces Limits. An answer over a limit stores nothing and is not logged one by one
-// (logRequests summarizes 429s); rocketrides_rate_limited_total counts it by limit.
+// limiter enforces Limits: a rider's four budgets (see Limits) and the process's cap. An answer
+// over a limit stores nothing and is not logged one by one (logRequests summarizes 429s);
+// rocketrides_rate_limited_total counts it by limit.
 type limiter struct {
-	limits Limits
-	rides  *riderBudget // POST /rides
-	reads  *riderBudget // GET /rides/{id}
+	limits   Limits
+	bookings *riderBudget // new keys of POST /rides, spent as the key is made (admitNewKey)
+	cancels  *riderBudget // new keys of POST /rides/{id}/cancel, likewise
+	requests *riderBudget // every POST /rides and POST /rides/{id}/cancel, before it is read
+	reads    *riderBudget // GET /rides, GET /rides/{id}
 
 	inFlight atomic.Int64
 
@@ -24,47 +29,42 @@ type limiter struct {
 	now func() time.Time
 }
 
-// riderBudget is what each rider may ask of one kind of route: a rate of requests, and a number
-// worked on at once.
+// riderBudget is what each rider may ask of one kind of request: a rate, and for some a number
+// worked on at once. A refusal carries the budget's own problem code, and a detail that names
+// the budget and its number.
 type riderBudget struct {
-	rate        *limiterSet[int64]
-	perMinute   int
-	maxInFlight int
+	code  problem.Code
+	title string
 
-	// rateLimit and inFlightLimit are the limit labels of rocketrides_rate_limited_total;
-	// rateDetail and inFlightDetail the problems' details, each with the number in it.
-	rateLimit, inFlightLimit   string
-	rateDetail, inFlightDetail string
+	rate       *limiterSet[int64]
+	perMinute  int
+	rateLimit  string // the limit label of rocketrides_rate_limited_total
+	rateDetail string // with %d for perMinute
 
-	// rides: the budget of POST /rides, whose refusals also count as ride requests.
-	rides bool
+	// maxInFlight is 0 for a budget that caps no number at once.
+	maxInFlight    int
+	inFlightLimit  string
+	inFlightDetail string // with %d for maxInFlight
 
 	mu       sync.Mutex
 	inFlight map[int64]int
 }
 
-// newRiderBudget is perMinute requests a minute, burst at once and maxInFlight in progress, for
-// each rider; over the rate it is refused under rateLimit with rateDetail, over the number in
-// progress under inFlightLimit with inFlightDetail, each detail given its number.
-func newRiderBudget(perMinuteN, burst, maxInFlight int, rateLimit, rateDetail, inFlightLimit, inFlightDetail string, rides bool) *riderBudget {
-	return &riderBudget{
-		rate:        newLimiterSet[int64](perMinute(perMinuteN), burst),
-		perMinute:   perMinuteN,
-		maxInFlight: maxInFlight,
-		rateLimit:   rateLimit, rateDetail: rateDetail,
-		inFlightLimit: inFlightLimit, inFlightDetail: inFlightDetail,
-		rides:    rides,
-		inFlight: make(map[int64]int),
-	}
-}
-
 // The limit label values of rocketrides_rate_limited_total.
 const (
-	limitRiderRate     = "rider_rate"
-	limitRiderInFlight = "rider_in_flight"
-	limitReadRate      = "rider_read_rate"
-	limitReadInFlight  = "rider_reads_in_flight"
-	limitInFlight      = "in_flight"
+	limitBookingRate      = "rider_booking_rate"
+	limitCancelRate       = "rider_cancel_rate"
+	limitRequestRate      = "rider_request_rate"
+	limitRequestsInFlight = "rider_requests_in_flight"
+	limitReadRate         = "rider_read_rate"
+	limitReadsInFlight    = "rider_reads_in_flight"
+	limitInFlight         = "in_flight"
+)
+
+// The ends of the budgets' details: what the rider does next.
+const (
+	retryWithTheSameKey    = " Retry after the time in Retry-After, with the same Idempotency-Key."
+	retryAfterTheTimeGiven = " Retry after the time in Retry-After."
 )
 
 // retryAfterShed is the Retry-After of a shed request: load comes and goes in seconds.
@@ -72,16 +72,43 @@ const retryAfterShed = time.Second
 
 func newLimiter(limits Limits) *limiter {
 	limits = limits.withDefaults()
+	rate := func(perMinuteN, burst int) *limiterSet[int64] {
+		return newLimiterSet[int64](perMinute(perMinuteN), burst)
+	}
 	return &limiter{
 		limits: limits,
-		rides: newRiderBudget(limits.RiderRidesPerMinute, limits.RiderRideBurst, limits.RiderRidesInFlight,
-			limitRiderRate, "A rider may book up to %d rides a minute. Retry after the time in Retry-After, with the same Idempotency-Key.",
-			limitRiderInFlight, "A rider may have up to %d ride requests in progress at once. Retry after the time in Retry-After, with the same Idempotency-Key.",
-			true),
-		reads: newRiderBudget(limits.RiderReadsPerMinute, limits.RiderReadBurst, limits.RiderReadsInFlight,
-			limitReadRate, "A rider may read up to %d rides a minute. Retry after the time in Retry-After.",
-			limitReadInFlight, "A rider may have up to %d reads in progress at once. Retry after the time in Retry-After.",
-			false),
+		bookings: &riderBudget{
+			code: problem.CodeBookingRateLimited, title: "Booking budget spent",
+			rate: rate(limits.RiderRidesPerMinute, limits.RiderRideBurst), perMinute: limits.RiderRidesPerMinute,
+			rateLimit:  limitBookingRate,
+			rateDetail: "The rider's booking budget is spent: a rider may book up to %d new rides a minute." + retryWithTheSameKey,
+		},
+		cancels: &riderBudget{
+			code: problem.CodeCancelRateLimited, title: "Cancel budget spent",
+			rate: rate(limits.RiderCancelsPerMinute, limits.RiderCancelBurst), perMinute: limits.RiderCancelsPerMinute,
+			rateLimit:  limitCancelRate,
+			rateDetail: "The rider's cancel budget is spent: a rider may cancel up to %d rides a minute." + retryWithTheSameKey,
+		},
+		requests: &riderBudget{
+			code: problem.CodeRequestRateLimited, title: "Request budget spent",
+			rate: rate(limits.RiderRequestsPerMinute, limits.RiderRequestBurst), perMinute: limits.RiderRequestsPerMinute,
+			rateLimit:      limitRequestRate,
+			rateDetail:     "The rider's request budget is spent: a rider may send up to %d bookings and cancels a minute, retries and replays included." + retryWithTheSameKey,
+			maxInFlight:    limits.RiderRidesInFlight,
+			inFlightLimit:  limitRequestsInFlight,
+			inFlightDetail: "The rider's request budget is spent: a rider may have up to %d bookings and cancels in progress at once." + retryWithTheSameKey,
+			inFlight:       make(map[int64]int),
+		},
+		reads: &riderBudget{
+			code: problem.CodeReadRateLimited, title: "Read budget spent",
+			rate: rate(limits.RiderReadsPerMinute, limits.RiderReadBurst), perMinute: limits.RiderReadsPerMinute,
+			rateLimit:      limitReadRate,
+			rateDetail:     "The rider's read budget is spent: a rider may read up to %d rides a minute." + retryAfterTheTimeGiven,
+			maxInFlight:    limits.RiderReadsInFlight,
+			inFlightLimit:  limitReadsInFlight,
+			inFlightDetail: "The rider's read budget is spent: a rider may have up to %d reads in progress at once." + retryAfterTheTimeGiven,
+			inFlight:       make(map[int64]int),
+		},
 		now: time.Now,
 	}
 }
@@ -110,9 +137,10 @@ func (s *Server) shedLoad(next http.Handler) http.Handler {
 	})
 }
 
-// limitRider applies a rider's budget b: the rate of requests, and how many are worked on at
-// once. It runs after authenticate.
-func (s *Server) limitRider(b *riderBudget) func(http.Handler) http.Handler {
+// limitRider applies a rider's budget b, one with a cap at once: the rate of requests, and how
+// many are worked on at once. It runs after authenticate. A refusal is counted in outcomes, the
+// route's own counter of answers, when it has one.
+func (s *Server) limitRider(b *riderBudget, outcomes *prometheus.CounterVec) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			l := s.limiter
@@ -120,9 +148,15 @@ func (s *Server) limitRider(b *riderBudget) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
+			reject := func(e *apiError) {
+				if outcomes != nil {
+					outcomes.WithLabelValues(metrics.RideRateLimited).Inc()
+				}
+				writeProblem(w, e)
+			}
 			userID := userFrom(r.Context()).ID
-			if wait := b.rate.take(userID, l.now()); wait > 0 {
-				s.rejectRider(w, b, b.rateLimit, wait, fmt.Sprintf(b.rateDetail, b.perMinute))
+			if e := s.spend(b, userID); e != nil {
+				reject(e)
 				return
 			}
 
@@ -133,7 +167,8 @@ func (s *Server) limitRider(b *riderBudget) func(http.Handler) http.Handler {
 			}
 			b.mu.Unlock()
 			if !admitted {
-				s.rejectRider(w, b, b.inFlightLimit, time.Second, fmt.Sprintf(b.inFlightDetail, b.maxInFlight))
+				s.metrics.RateLimited.WithLabelValues(b.inFlightLimit).Inc()
+				reject(errRateLimited(b, time.Second, fmt.Sprintf(b.inFlightDetail, b.maxInFlight)))
 				return
 			}
 			defer func() {
@@ -148,17 +183,45 @@ func (s *Server) limitRider(b *riderBudget) func(http.Handler) http.Handler {
 	}
 }
 
-// rejectRider answers a request over one of the rider's limits.
-func (s *Server) rejectRider(w http.ResponseWriter, b *riderBudget, limit string, wait time.Duration, detail string) {
-	s.metrics.RateLimited.WithLabelValues(limit).Inc()
-	if b.rides {
-		s.metrics.RideRequests.WithLabelValues(metrics.RideRateLimited).Inc()
+// admitNewKey is the phases' AdmitNewKey for a request of userID: it spends one of b's tokens
+// the first time it is asked, and refuses the request with b's problem when b has none. A
+// transaction retried after a serialization failure asks again; the request has paid already.
+// Nil when the limits are off.
+func (s *Server) admitNewKey(b *riderBudget, userID int64) func() error {
+	if s.limiter.limits.Off {
+		return nil
 	}
-	writeProblem(w, errRateLimited(wait, detail))
+	paid := false
+	return func() error {
+		if paid {
+			return nil
+		}
+		if e := s.spend(b, userID); e != nil {
+			return &budgetSpentError{e}
+		}
+		paid = true
+		return nil
+	}
 }
 
-func errRateLimited(wait time.Duration, detail string) *apiError {
-	e := newError(http.StatusTooManyRequests, problem.CodeRateLimited, "Rate limited", detail)
+// budgetSpentError carries a budget's refusal out of the phases, for errFromPhases to answer.
+type budgetSpentError struct{ apiErr *apiError }
+
+func (e *budgetSpentError) Error() string { return e.apiErr.problem.Detail }
+
+// spend takes one of userID's tokens of b, and returns b's refusal, counted, when none is left.
+func (s *Server) spend(b *riderBudget, userID int64) *apiError {
+	wait := b.rate.take(userID, s.limiter.now())
+	if wait <= 0 {
+		return nil
+	}
+	s.metrics.RateLimited.WithLabelValues(b.rateLimit).Inc()
+	return errRateLimited(b, wait, fmt.Sprintf(b.rateDetail, b.perMinute))
+}
+
+// errRateLimited is b's 429, to be retried after wait.
+func errRateLimited(b *riderBudget, wait time.Duration, detail string) *apiError {
+	e := newError(http.StatusTooManyRequests, b.code, b.title, detail)
 	e.retryAfter = wait // writeProblem rounds it up to whole seconds
 	return e
 }

@@ -6,23 +6,138 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/rocketrides/rocketrides/api"
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 )
 
-// requireRateLimited checks a 429 rate_limited problem with a Retry-After of whole seconds.
-func (r *response) requireRateLimited(t *testing.T) {
+// requireRateLimited checks a 429 problem with one of codes, the budget it names, and a
+// Retry-After of whole seconds.
+func (r *response) requireRateLimited(t *testing.T, codes ...problem.Code) {
 	t.Helper()
-	r.requireProblem(t, http.StatusTooManyRequests, problem.CodeRateLimited)
+	if r.status != http.StatusTooManyRequests {
+		t.Fatalf("want 429, got %d: %s", r.status, r.body)
+	}
+	p := r.problem(t)
+	if !slices.Contains(codes, p.Code) {
+		t.Fatalf("want the 429's code one of %q, got %q: %s", codes, p.Code, r.body)
+	}
 	if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 {
 		t.Fatalf("want Retry-After in whole seconds, got %q", r.header.Get("Retry-After"))
 	}
+}
+
+// requireBudgetSpent checks a 429 that names budget, in its code and in its detail.
+func (r *response) requireBudgetSpent(t *testing.T, code problem.Code, budget string) {
+	t.Helper()
+	r.requireRateLimited(t, code)
+	if detail := r.problem(t).Detail; !strings.Contains(detail, "rider's "+budget+" budget") {
+		t.Fatalf("want the 429's detail to name the %s budget, got %q", budget, detail)
+	}
+}
+
+// getRide reads ride id back as rider.
+func (b *testBundle) getRide(t *testing.T, rider *ridetest.Rider, id int64) *response {
+	t.Helper()
+	return b.do(t, http.MethodGet, "/rides/"+strconv.FormatInt(id, 10), map[string]string{"Authorization": "Bearer " + rider.Token}, "")
+}
+
+// TestRiderBudgets holds each of a rider's budgets to what it limits, on the default limits
+// with their clock stopped, so that no budget refills while a test spends it.
+func TestRiderBudgets(t *testing.T) {
+	t.Parallel()
+	opts := setupOpts{limits: &api.Limits{}, limitsClockStopped: true}
+
+	// A rider who spent the booking budget is refused new bookings, by name, and nothing of
+	// them is stored; but replays of finished keys, cancels and reads go on.
+	t.Run("BookingBudgetSpentLeavesReplaysCancelsAndReads", func(t *testing.T) {
+		t.Parallel()
+		m := metrics.NewAPI(nil)
+		b := setup(t, setupOpts{limits: opts.limits, limitsClockStopped: true, metrics: m})
+		var firstID int64
+		for i := range api.RiderRideBurstDefault {
+			ride := b.postRide(t, b.Rider, fmt.Sprintf("key-budget-%04d-0123456789", i), testBody).rideCreated(t).Ride
+			if i == 0 {
+				firstID = ride.ID
+			}
+		}
+		b.postRide(t, b.Rider, "key-budget-over-0123456789", testBody).requireBudgetSpent(t, problem.CodeBookingRateLimited, "booking")
+		if n := b.Count(t, "SELECT count(*) FROM idempotency_keys WHERE idempotency_key = 'key-budget-over-0123456789'"); n != 0 {
+			t.Fatalf("want no key stored for the refused booking, got %d", n)
+		}
+
+		replay := b.postRide(t, b.Rider, "key-budget-0000-0123456789", testBody)
+		if replay.status != http.StatusCreated || replay.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("want the finished key's 201 replayed, got %d (Idempotent-Replayed %q): %s",
+				replay.status, replay.header.Get("Idempotent-Replayed"), replay.body)
+		}
+		b.cancelRide(t, b.Rider, cancelKey, firstID).requireStatus(t, http.StatusOK)
+		b.getRide(t, b.Rider, firstID).requireStatus(t, http.StatusOK)
+		b.do(t, http.MethodGet, "/rides", map[string]string{"Authorization": "Bearer " + b.Rider.Token}, "").requireStatus(t, http.StatusOK)
+
+		// Still refused: neither the replay nor the cancel gave a booking back.
+		b.postRide(t, b.Rider, "key-budget-over-0123456789", testBody).requireBudgetSpent(t, problem.CodeBookingRateLimited, "booking")
+		if n := len(b.SucceededCharges()); n != api.RiderRideBurstDefault {
+			t.Fatalf("want %d charges, one per booking, got %d", api.RiderRideBurstDefault, n)
+		}
+		// Both refusals counted as the booking budget's, and as ride requests refused.
+		if n := testutil.ToFloat64(m.RateLimited.WithLabelValues("rider_booking_rate")); n != 2 {
+			t.Fatalf("want rocketrides_rate_limited_total{limit=\"rider_booking_rate\"} 2, got %v", n)
+		}
+		if n := testutil.ToFloat64(m.RideRequests.WithLabelValues(metrics.RideRateLimited)); n != 2 {
+			t.Fatalf("want rocketrides_ride_requests_total{outcome=\"rate_limited\"} 2, got %v", n)
+		}
+	})
+
+	// A burst of cancels spends the cancel budget, and its 429 names it; the bookings and the
+	// replays of finished cancels are untouched.
+	t.Run("CancelBurstSpendsTheCancelBudget", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, opts)
+		ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+		for i := range api.RiderCancelBurstDefault {
+			r := b.cancelRide(t, b.Rider, fmt.Sprintf("%s-%04d", cancelKey, i), ride.ID)
+			if want := map[bool]int{true: http.StatusOK, false: http.StatusConflict}[i == 0]; r.status != want {
+				t.Fatalf("cancel %d: want %d, got %d: %s", i, want, r.status, r.body)
+			}
+		}
+		b.cancelRide(t, b.Rider, cancelKey+"-over", ride.ID).requireBudgetSpent(t, problem.CodeCancelRateLimited, "cancel")
+
+		replay := b.cancelRide(t, b.Rider, cancelKey+"-0000", ride.ID)
+		if replay.status != http.StatusOK || replay.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("want the finished cancel's 200 replayed, got %d: %s", replay.status, replay.body)
+		}
+		b.postRide(t, b.Rider, testKey+"-2", testBody).rideCreated(t)
+		if n := len(b.Stripe.Refunds()); n != 1 {
+			t.Fatalf("want one refund, got %d", n)
+		}
+	})
+
+	// Replays and retries spend the request budget, which every booking and cancel spends
+	// before it is read, and whose 429 names it: a replay is cheap, not free.
+	t.Run("ReplaysSpendTheRequestBudget", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, opts)
+		ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
+		for range api.RiderRequestBurstDefault - 1 {
+			if r := b.postRide(t, b.Rider, testKey, testBody); r.status != http.StatusCreated {
+				t.Fatalf("want the 201 replayed, got %d: %s", r.status, r.body)
+			}
+		}
+		b.postRide(t, b.Rider, testKey, testBody).requireBudgetSpent(t, problem.CodeRequestRateLimited, "request")
+		b.cancelRide(t, b.Rider, cancelKey, ride.ID).requireBudgetSpent(t, problem.CodeRequestRateLimited, "request")
+		b.getRide(t, b.Rider, ride.ID).requireStatus(t, http.StatusOK)
+	})
 }
 
 func TestRateLimits(t *testing.T) {
@@ -49,7 +164,7 @@ func TestRateLimits(t *testing.T) {
 				created++
 			case http.StatusTooManyRequests:
 				limited++
-				r.requireRateLimited(t)
+				r.requireRateLimited(t, problem.CodeBookingRateLimited, problem.CodeRequestRateLimited)
 			default:
 				t.Fatalf("want 201 or 429, got %d: %s", r.status, r.body)
 			}
@@ -128,7 +243,7 @@ func TestRateLimits(t *testing.T) {
 		go func() { held <- b.postRide(t, b.Rider, "key-held-0123456789abcdef", testBody) }()
 		b.waitForLockWaiters(t, 1)
 
-		b.postRide(t, b.Rider, "key-second-0123456789abc", testBody).requireRateLimited(t)
+		b.postRide(t, b.Rider, "key-second-0123456789abc", testBody).requireRateLimited(t, problem.CodeRequestRateLimited)
 		go func() { held <- b.postRide(t, other, "key-other-0123456789abcd", testBody) }()
 		b.waitForLockWaiters(t, 2) // admitted: it waits at the database like the rider's
 
@@ -157,7 +272,7 @@ func TestRateLimits(t *testing.T) {
 		b.waitForLockWaiters(t, 1)
 
 		for range 20 {
-			read(b.Rider).requireRateLimited(t)
+			read(b.Rider).requireRateLimited(t, problem.CodeReadRateLimited)
 		}
 		go func() { held <- read(other) }()
 		b.waitForLockWaiters(t, 2) // admitted: it waits at the database like the rider's

@@ -64,6 +64,7 @@ func (s *Server) bookRide(w http.ResponseWriter, r *http.Request) (*phases.Outco
 			Params:         params,
 			OriginIP:       clientAddr(r, s.trustedProxies),
 			RaiseError:     raiseError,
+			AdmitNewKey:    s.admitNewKey(s.limiter.bookings, user.ID),
 		})
 	})
 }
@@ -145,6 +146,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) (*phases.Outcome
 			IdempotencyKey: key,
 			RideID:         id,
 			OriginIP:       clientAddr(r, s.trustedProxies),
+			AdmitNewKey:    s.admitNewKey(s.limiter.cancels, user.ID),
 		})
 	})
 }

@@ -117,13 +117,14 @@ func (s *Server) Handler() http.Handler {
 
 	// A request takes one of the process's slots (shedLoad) only once it passed its rider's own
 	// limits and, for a booking, sent its body: one rider's flood, or a client that trickles
-	// its body, holds slots of that rider's alone.
+	// its body, holds slots of that rider's alone. A booking or cancel spends the requests
+	// budget here, and its new key the bookings or cancels budget in the phases (admitNewKey).
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
-		r.With(s.limitRider(s.limiter.rides), s.readBody, s.shedLoad).Post("/rides", s.createRide)
-		r.With(s.limitRider(s.limiter.rides), s.readBody, s.shedLoad).Post("/rides/{id}/cancel", s.cancelRide)
-		r.With(s.limitRider(s.limiter.reads), s.shedLoad).Get("/rides", s.listRides)
-		r.With(s.limitRider(s.limiter.reads), s.shedLoad).Get("/rides/{id}", s.getRide)
+		r.With(s.limitRider(s.limiter.requests, s.metrics.RideRequests), s.readBody, s.shedLoad).Post("/rides", s.createRide)
+		r.With(s.limitRider(s.limiter.requests, s.metrics.CancelRequests), s.readBody, s.shedLoad).Post("/rides/{id}/cancel", s.cancelRide)
+		r.With(s.limitRider(s.limiter.reads, nil), s.shedLoad).Get("/rides", s.listRides)
+		r.With(s.limitRider(s.limiter.reads, nil), s.shedLoad).Get("/rides/{id}", s.getRide)
 	})
 	return r
 }

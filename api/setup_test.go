@@ -54,6 +54,9 @@ type setupOpts struct {
 	// run with the defaults.
 	limits *api.Limits
 
+	// limitsClockStopped stops the clock of the limits as the API starts: no budget refills.
+	limitsClockStopped bool
+
 	// trustedProxies are the API's trusted proxies (api.Config.TrustedProxies).
 	trustedProxies []netip.Prefix
 
@@ -100,8 +103,12 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if opts.webhooksOff {
 		secret = ""
 	}
-	server := httptest.NewServer(api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits, TokenKey: ridetest.TokenKey,
-		TrustedProxies: opts.trustedProxies, StripeWebhookSecret: secret, Metrics: opts.metrics}).Handler())
+	s := api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits, TokenKey: ridetest.TokenKey,
+		TrustedProxies: opts.trustedProxies, StripeWebhookSecret: secret, Metrics: opts.metrics})
+	if opts.limitsClockStopped {
+		s.StopLimitsClock(time.Now())
+	}
+	server := httptest.NewServer(s.Handler())
 	t.Cleanup(server.Close)
 	return &testBundle{Bundle: b, server: server, logs: logs}
 }

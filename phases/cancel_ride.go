@@ -26,6 +26,10 @@ type CancelRideRequest struct {
 
 	// ResumeOnly makes the request work only a key that exists (see keyRequest.resumeOnly).
 	ResumeOnly bool
+
+	// AdmitNewKey, when set, is asked before the request makes a new key (see
+	// keyRequest.admitNewKey).
+	AdmitNewKey func() error
 }
 
 // CancelRideParams are the parameters of a cancel, as stored on its key and compared against
@@ -51,6 +55,7 @@ func (e *Executor) CancelRide(ctx context.Context, req *CancelRideRequest) (*Out
 		params:         params,
 		sameParams:     sameParamsAs(params),
 		resumeOnly:     req.ResumeOnly,
+		admitNewKey:    req.AdmitNewKey,
 	}, func(ctx context.Context, r *run) error {
 		return e.cancelRide(ctx, r, req.RideID)
 	})

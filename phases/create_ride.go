@@ -21,6 +21,10 @@ type CreateRideRequest struct {
 
 	// ResumeOnly makes the request work only a key that exists (see keyRequest.resumeOnly).
 	ResumeOnly bool
+
+	// AdmitNewKey, when set, is asked before the request makes a new key (see
+	// keyRequest.admitNewKey).
+	AdmitNewKey func() error
 }
 
 // CreateRidePath is the request path stored on the key of every ride request.
@@ -40,6 +44,7 @@ func (e *Executor) CreateRide(ctx context.Context, req *CreateRideRequest) (*Out
 		params:         req.Params,
 		sameParams:     sameParamsAs(req.Params),
 		resumeOnly:     req.ResumeOnly,
+		admitNewKey:    req.AdmitNewKey,
 	}, func(ctx context.Context, r *run) error {
 		return e.createRide(ctx, r, req)
 	})

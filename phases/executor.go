@@ -180,6 +180,12 @@ type keyRequest struct {
 	// rather than create one. The completer sets it: a key reaped between the completer finding
 	// it and running it must not come back as a new request, with a new charge or refund.
 	resumeOnly bool
+
+	// admitNewKey, when set, is asked before a new key is made, and only then: an error refuses
+	// the request, which stores nothing and returns the error as it is. The API spends a rider's
+	// budget of new bookings (or cancels) here, the one moment it knows a request is not a
+	// replay or a retry of a key. It may be asked again if the transaction is retried.
+	admitNewKey func() error
 }
 
 // sameParamsAs returns the comparison of a key's stored params with params, decoded into their

@@ -25,6 +25,11 @@ func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run
 		if req.resumeOnly {
 			return false, ErrKeyNotFound
 		}
+		if req.admitNewKey != nil {
+			if err := req.admitNewKey(); err != nil {
+				return false, err
+			}
+		}
 		params, err := json.Marshal(req.params)
 		if err != nil {
 			return false, fmt.Errorf("error encoding request params: %w", err)

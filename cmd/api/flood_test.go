@@ -30,7 +30,7 @@ func TestFloodOfConnections(t *testing.T) {
 	t.Parallel()
 	requireFileDescriptors(t, 10_000)
 	s := setup(t, "METRICS_ADDR=127.0.0.1:0",
-		"RIDER_RIDES_PER_MINUTE=60000", "RIDER_RIDE_BURST=1000",
+		"RIDER_RIDES_PER_MINUTE=60000", "RIDER_RIDE_BURST=1000", "RIDER_REQUESTS_PER_MINUTE=60000", "RIDER_REQUEST_BURST=1000",
 		"RIDER_READS_PER_MINUTE=60000", "RIDER_READ_BURST=1000")
 	metricsURL := proctest.MetricsURL(t, s.api)
 	server := strings.TrimPrefix(s.base, "http://")

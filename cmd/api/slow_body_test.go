@@ -33,7 +33,8 @@ const slowBodyRequest = "POST /rides HTTP/1.1\r\nHost: api\r\n%sIdempotency-Key:
 func TestSlowBodies(t *testing.T) {
 	t.Parallel()
 	// The other rider's budget lets all its slow bookings in.
-	s := setup(t, "METRICS_ADDR=127.0.0.1:0", "RIDER_RIDES_IN_FLIGHT=1000", "RIDER_RIDES_PER_MINUTE=60000", "RIDER_RIDE_BURST=1000")
+	s := setup(t, "METRICS_ADDR=127.0.0.1:0", "RIDER_RIDES_IN_FLIGHT=1000",
+		"RIDER_RIDES_PER_MINUTE=60000", "RIDER_RIDE_BURST=1000", "RIDER_REQUESTS_PER_MINUTE=60000", "RIDER_REQUEST_BURST=1000")
 	metricsURL := proctest.MetricsURL(t, s.api)
 	other := s.createRider(t, "other@example.com")
 	server := strings.TrimPrefix(s.base, "http://")

@@ -14,7 +14,8 @@ import (
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
-// TestDev runs the README's run command as a user would: it waits for the banner, books a ride
+// TestDev runs the README's run command as a user would: it waits for the banner, follows its
+// walkthrough top to bottom with no request refused for a limit (followBanner), books a ride
 // with the printed token, waits for the worker to log the receipt, reads the /metrics of every
 // process where the banner says they are, runs admin and the client in a shell with the
 // banner's export lines, follows the banner's demos to their end (the raise_error one finished
@@ -42,6 +43,10 @@ func TestDev(t *testing.T) {
 		}
 		sh := bannerShell(t, p.Output())
 		token := sh.output(t, `printf %s "$RIDER"`)
+		if run == 1 {
+			// First, as a new user would: on the default limits, nothing of it is refused.
+			followBanner(t, p.Output(), sh, rides, admin)
+		}
 
 		// book sends ride request n of the test (its Idempotency-Key) with token.
 		book := func(n int, token string, extra ...string) (resp *http.Response, body []byte) {

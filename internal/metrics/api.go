@@ -85,8 +85,9 @@ type API struct {
 	// WebhookTypeOther) and result (WebhookApplied, ...).
 	StripeEvents *prometheus.CounterVec
 
-	// RateLimited counts requests refused by one of the API's limits, by limit: rider_rate,
-	// rider_in_flight, rider_read_rate, rider_reads_in_flight, in_flight (shed).
+	// RateLimited counts requests refused by one of the API's limits, by limit:
+	// rider_booking_rate, rider_cancel_rate, rider_request_rate, rider_requests_in_flight,
+	// rider_read_rate, rider_reads_in_flight, in_flight (shed).
 	RateLimited *prometheus.CounterVec
 
 	// ConnectionsShed counts connections closed to make room at a connection cap, by reason

@@ -19,6 +19,8 @@ type Code string
 
 // The codes this API answers with.
 const (
+	CodeBookingRateLimited          Code = "booking_rate_limited"
+	CodeCancelRateLimited           Code = "cancel_rate_limited"
 	CodeCardDeclined                Code = "card_declined"
 	CodeDuplicateHeader             Code = "duplicate_header"
 	CodeIdempotencyKeyInUse         Code = "idempotency_key_in_use"
@@ -32,12 +34,13 @@ const (
 	CodePaymentNeedsReview          Code = "payment_needs_review"
 	CodePaymentProcessorUnavailable Code = "payment_processor_unavailable"
 	CodePaymentRejected             Code = "payment_rejected"
-	CodeRateLimited                 Code = "rate_limited"
+	CodeReadRateLimited             Code = "read_rate_limited"
 	CodeRideAlreadyCancelled        Code = "ride_already_cancelled"
 	CodeRideAlreadyRefunded         Code = "ride_already_refunded"
 	CodeRideDisputed                Code = "ride_disputed"
 	CodeRideNotCharged              Code = "ride_not_charged"
 	CodeRequestConflict             Code = "request_conflict"
+	CodeRequestRateLimited          Code = "request_rate_limited"
 	CodeRequestTooLarge             Code = "request_too_large"
 	CodeServiceUnavailable          Code = "service_unavailable"
 	CodeUnauthorized                Code = "unauthorized"

@@ -111,9 +111,10 @@ type Config struct {
 
 	// RateLimits (RATE_LIMITS, unset for on) are the API's limits (see api.Limits): off turns
 	// them all off, for load tests. Each limit's own variable overrides its
-	// default: RIDER_RIDES_PER_MINUTE, RIDER_RIDE_BURST, RIDER_RIDES_IN_FLIGHT,
-	// RIDER_READS_PER_MINUTE, RIDER_READ_BURST, RIDER_READS_IN_FLIGHT,
-	// MAX_REQUESTS_IN_FLIGHT.
+	// default: RIDER_RIDES_PER_MINUTE, RIDER_RIDE_BURST (new bookings), RIDER_CANCELS_PER_MINUTE,
+	// RIDER_CANCEL_BURST (new cancels), RIDER_REQUESTS_PER_MINUTE, RIDER_REQUEST_BURST,
+	// RIDER_RIDES_IN_FLIGHT (bookings and cancels, retries and replays included),
+	// RIDER_READS_PER_MINUTE, RIDER_READ_BURST, RIDER_READS_IN_FLIGHT, MAX_REQUESTS_IN_FLIGHT.
 	RateLimits api.Limits
 
 	// SimulateErrors (SIMULATE_ERRORS, default false) allows the raise_error demo parameter.
@@ -312,6 +313,10 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	}
 	parsePositive("RIDER_RIDES_PER_MINUTE", &cfg.RateLimits.RiderRidesPerMinute)
 	parsePositive("RIDER_RIDE_BURST", &cfg.RateLimits.RiderRideBurst)
+	parsePositive("RIDER_CANCELS_PER_MINUTE", &cfg.RateLimits.RiderCancelsPerMinute)
+	parsePositive("RIDER_CANCEL_BURST", &cfg.RateLimits.RiderCancelBurst)
+	parsePositive("RIDER_REQUESTS_PER_MINUTE", &cfg.RateLimits.RiderRequestsPerMinute)
+	parsePositive("RIDER_REQUEST_BURST", &cfg.RateLimits.RiderRequestBurst)
 	parsePositive("RIDER_RIDES_IN_FLIGHT", &cfg.RateLimits.RiderRidesInFlight)
 	parsePositive("RIDER_READS_PER_MINUTE", &cfg.RateLimits.RiderReadsPerMinute)
 	parsePositive("RIDER_READ_BURST", &cfg.RateLimits.RiderReadBurst)

@@ -37,6 +37,7 @@ func TestLoadConfig(t *testing.T) {
 			"LOG_LEVEL": "debug", "STRIPE_TIMEOUT": "5s", "IDEMPOTENCY_KEY_LEASE": "8s",
 			"METRICS_ADDR": ":9100", "RIDER_RIDES_PER_MINUTE": "30", "MAX_REQUESTS_IN_FLIGHT": "50",
 			"WORKER_POLL_INTERVAL": "5s", "ENQUEUER_POLL_INTERVAL": "2s",
+			"RIDER_CANCELS_PER_MINUTE": "4", "RIDER_CANCEL_BURST": "2", "RIDER_REQUESTS_PER_MINUTE": "90", "RIDER_REQUEST_BURST": "45",
 		}))
 		if err != nil {
 			t.Fatal(err)
@@ -45,7 +46,9 @@ func TestLoadConfig(t *testing.T) {
 			cfg.StripeAPIURL != "http://127.0.0.1:12111" || !cfg.SimulateErrors || cfg.LogFormat != "json" ||
 			cfg.LogLevel != slog.LevelDebug || cfg.StripeTimeout != 5*time.Second || cfg.LockLease != 8*time.Second ||
 			cfg.MetricsAddr != ":9100" || cfg.RateLimits.Off || cfg.RateLimits.RiderRidesPerMinute != 30 ||
-			cfg.RateLimits.MaxRequestsInFlight != 50 || cfg.WorkerPollInterval != 5*time.Second || cfg.EnqueuerPollInterval != 2*time.Second {
+			cfg.RateLimits.MaxRequestsInFlight != 50 || cfg.WorkerPollInterval != 5*time.Second || cfg.EnqueuerPollInterval != 2*time.Second ||
+			cfg.RateLimits.RiderCancelsPerMinute != 4 || cfg.RateLimits.RiderCancelBurst != 2 ||
+			cfg.RateLimits.RiderRequestsPerMinute != 90 || cfg.RateLimits.RiderRequestBurst != 45 {
 			t.Fatalf("unexpected config %+v", cfg)
 		}
 	})
@@ -82,6 +85,8 @@ func TestLoadConfig(t *testing.T) {
 		{"MetricsAddrWithoutPort", map[string]string{"METRICS_ADDR": "localhost"}, "METRICS_ADDR"},
 		{"RateLimitsNeitherOffNorUnset", map[string]string{"RATE_LIMITS": "lenient"}, "RATE_LIMITS"},
 		{"ZeroBurst", map[string]string{"RIDER_RIDE_BURST": "0"}, "RIDER_RIDE_BURST"},
+		{"ZeroCancelBurst", map[string]string{"RIDER_CANCEL_BURST": "0"}, "RIDER_CANCEL_BURST"},
+		{"BadRequestRate", map[string]string{"RIDER_REQUESTS_PER_MINUTE": "lots"}, "RIDER_REQUESTS_PER_MINUTE"},
 		{"BadBool", map[string]string{"SIMULATE_ERRORS": "sometimes"}, "SIMULATE_ERRORS"},
 		{"BadFormat", map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
 		{"BadLevel", map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
