@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -384,6 +385,42 @@ func TestGetRide(t *testing.T) {
 	t.Run("Unauthenticated", func(t *testing.T) {
 		b.do(t, http.MethodGet, "/rides/1", nil, "").requireProblem(t, http.StatusUnauthorized, problem.CodeUnauthorized)
 	})
+}
+
+// TestDeclinedRide: a booking whose card was declined leaves a ride that every read shows as
+// declined, never booked, and that a cancel finds nothing to refund of.
+func TestDeclinedRide(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.postRide(t, b.DecliningRider, testKey, testBody).requireProblem(t, http.StatusPaymentRequired, problem.CodeCardDeclined)
+	auth := map[string]string{"Authorization": "Bearer " + b.DecliningRider.Token}
+
+	var list struct {
+		Data []map[string]any `json:"data"`
+	}
+	resp := b.do(t, http.MethodGet, "/rides", auth, "")
+	if resp.status != http.StatusOK || json.Unmarshal(resp.body, &list) != nil || len(list.Data) != 1 {
+		t.Fatalf("want the declined ride listed, got %d %s", resp.status, resp.body)
+	}
+	ride := list.Data[0]
+	if ride["status"] != "declined" || ride["stripe_charge_id"] != nil {
+		t.Fatalf("want the ride declined and uncharged in GET /rides, got %s", resp.body)
+	}
+
+	var one struct {
+		Ride map[string]any `json:"ride"`
+	}
+	resp = b.do(t, http.MethodGet, "/rides/"+ride["id"].(string), auth, "")
+	if resp.status != http.StatusOK || json.Unmarshal(resp.body, &one) != nil || one.Ride["status"] != "declined" {
+		t.Fatalf("want the ride declined in GET /rides/{id}, got %d %s", resp.status, resp.body)
+	}
+
+	id, _ := strconv.ParseInt(ride["id"].(string), 10, 64)
+	b.cancelRide(t, b.DecliningRider, "cancel-declined-ride-0123456789", id).
+		requireProblem(t, http.StatusConflict, problem.CodeRideNotCharged)
+	if got := b.rideStatus(t, id); got != "declined" {
+		t.Fatalf("want the ride still declined after the cancel, got %s", got)
+	}
 }
 
 // TestListRides pages through a rider's rides, newest first, by Stripe's list conventions, and

@@ -70,7 +70,8 @@ type RideParams struct {
 	RaiseError bool `json:"raise_error,omitempty"`
 }
 
-// Ride is a booked ride.
+// Ride is a ride as the API shows it. Encoded as JSON, it is the API's own JSON of the ride:
+// the members the API leaves out are left out here too.
 type Ride struct {
 	// ID is opaque: a string of digits today, and nothing a client should do arithmetic on.
 	ID             string     `json:"id"`
@@ -80,13 +81,26 @@ type Ride struct {
 	TargetLon      float64    `json:"target_lon"`
 	StripeChargeID *string    `json:"stripe_charge_id"`
 	CreatedAt      time.Time  `json:"created_at"`
-	ReceiptSentAt  *time.Time `json:"receipt_sent_at"` // nil until the receipt was mailed
+	ReceiptSentAt  *time.Time `json:"receipt_sent_at,omitempty"` // nil until the receipt was mailed
 
-	// Status is what became of the ride's charge: booked, cancelled, refunded or disputed.
-	// Empty in a booking's answer, where the ride is booked.
-	Status         string  `json:"status"`
-	StripeRefundID *string `json:"stripe_refund_id"` // the refund a cancel made
+	// Status is what became of the ride's charge. Empty in a booking's answer, where the ride
+	// is booked.
+	Status         RideStatus `json:"status,omitempty"`
+	StripeRefundID *string    `json:"stripe_refund_id,omitempty"` // the refund a cancel made
 }
+
+// RideStatus is what became of a ride's charge (api/openapi.yaml lists them). A client should
+// show a status it does not know as it would show none.
+type RideStatus string
+
+// The statuses of a ride.
+const (
+	RideStatusBooked    RideStatus = "booked"    // charged, or its charge not answered yet
+	RideStatusDeclined  RideStatus = "declined"  // the charge was refused: the ride will not happen
+	RideStatusCancelled RideStatus = "cancelled" // cancelled by the rider, and refunded
+	RideStatusRefunded  RideStatus = "refunded"  // refunded at the payment processor
+	RideStatusDisputed  RideStatus = "disputed"  // the rider's bank disputes the charge
+)
 
 // RideList is a page of the rider's rides, newest first.
 type RideList struct {

@@ -17,16 +17,18 @@ type RideStatus string
 // precedence (RideRaiseStatus), so the webhooks that report them, which Stripe sends in no
 // particular order, leave a ride the same whatever order they arrive in. Our own cancel outranks
 // a refund Stripe reports (the refund was ours), and a dispute outranks everything, because a
-// person must answer it.
+// person must answer it. A declined ride has no charge for any event or cancel to name, so
+// nothing moves it on.
 const (
-	RideStatusBooked    RideStatus = "booked"    // charged, or not yet
+	RideStatusBooked    RideStatus = "booked"    // charged, or the charge not answered yet
+	RideStatusDeclined  RideStatus = "declined"  // Stripe refused the booking's charge for good
 	RideStatusRefunded  RideStatus = "refunded"  // refunded in full from Stripe's dashboard
 	RideStatusCancelled RideStatus = "cancelled" // cancelled by the rider and refunded by us
 	RideStatusDisputed  RideStatus = "disputed"  // the rider's bank disputes the charge
 )
 
 // rideStatusOrder is the states in order of precedence.
-var rideStatusOrder = []RideStatus{RideStatusBooked, RideStatusRefunded, RideStatusCancelled, RideStatusDisputed}
+var rideStatusOrder = []RideStatus{RideStatusBooked, RideStatusDeclined, RideStatusRefunded, RideStatusCancelled, RideStatusDisputed}
 
 // Raise returns the state of higher precedence of s and to: what a ride at s moves to when to
 // is reported.
@@ -39,7 +41,7 @@ func (s RideStatus) Raise(to RideStatus) RideStatus {
 
 // rideStatusRank is the SQL of a status's precedence, for a status expression s.
 func rideStatusRank(s string) string {
-	return `array_position(ARRAY['booked', 'refunded', 'cancelled', 'disputed'], ` + s + `)`
+	return `array_position(ARRAY['booked', 'declined', 'refunded', 'cancelled', 'disputed'], ` + s + `)`
 }
 
 // Ride is one trip a rider booked. StripeChargeID is nil until the charge went through.

@@ -147,6 +147,8 @@ func (e *Executor) claimRideForCancel(ctx context.Context, tx *phaseTx, r *run, 
 	case ride.Status == models.RideStatusCancelled || ride.CancelIdempotencyKeyID != nil:
 		return cannotCancel(problem.CodeRideAlreadyCancelled, "Ride already cancelled",
 			"This ride was cancelled by another request."), nil
+	case ride.Status == models.RideStatusDeclined:
+		return rideNotCharged(), nil
 	case ride.StripeChargeID == nil:
 		return e.uncharged(ctx, tx, r, ride)
 	default:
@@ -184,11 +186,16 @@ func (e *Executor) uncharged(ctx context.Context, tx *phaseTx, r *run, ride *mod
 	case err == nil && point != models.RecoveryPointFinished:
 		return nil, ErrRideBookingInProgress
 	case err == nil && code != nil && *code == statusPaymentRequired:
-		return cannotCancel(problem.CodeRideNotCharged, "Ride not charged",
-			"This ride was never charged, so there is nothing to refund."), nil
+		return rideNotCharged(), nil // declined by a release before rides had a status for it
 	}
 	return e.refundNeedsReview(ctx, tx, r, models.AbandonedReasonChargeUnknown,
 		"the ride's booking ended without a recorded charge, and not with a declined card")
+}
+
+// rideNotCharged answers a cancel of a declined ride: it was never charged.
+func rideNotCharged() Response {
+	return cannotCancel(problem.CodeRideNotCharged, "Ride not charged",
+		"This ride was never charged, so there is nothing to refund.")
 }
 
 // cannotCancel finishes a cancel with a 409 that every retry of it is answered with.

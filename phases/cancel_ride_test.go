@@ -218,6 +218,25 @@ func TestCancelRide(t *testing.T) {
 		}
 	})
 
+	// Once the reaper deleted the booking's key, the ride's status alone says it was declined.
+	t.Run("DeclinedRideWithItsKeyReaped", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		outcome, err := b.executor.CreateRide(ctx, newRequest(b.DecliningRider))
+		requireProblem(t, outcome, err, 402, problem.CodeCardDeclined)
+		b.Exec(t, `DELETE FROM idempotency_keys WHERE user_id = $1`, b.DecliningRider.ID)
+		var rideID int64
+		if err := b.Pool.QueryRow(ctx, `SELECT id FROM rides WHERE user_id = $1 AND idempotency_key_id IS NULL`,
+			b.DecliningRider.ID).Scan(&rideID); err != nil {
+			t.Fatal(err)
+		}
+		outcome, err = b.executor.CancelRide(ctx, newCancel(b.DecliningRider, rideID, cancelKey))
+		requireProblem(t, outcome, err, 409, problem.CodeRideNotCharged)
+		if n := b.Count(t, `SELECT count(*) FROM abandoned_requests`); n != 0 {
+			t.Fatalf("want nothing sent to review, got %d requests", n)
+		}
+	})
+
 	t.Run("RideStillBookingIsRetried", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

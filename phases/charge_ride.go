@@ -135,6 +135,10 @@ func (e *Executor) recordCharge(ctx context.Context, tx *phaseTx, r *run, answer
 	case answer == nil:
 		return nil, fmt.Errorf("bug: key %d at %s with no charge sent", r.key.ID, models.RecoveryPointRideCreated)
 	case answer.refusal != nil:
+		// The ride stays, as the record of the attempt, but it is declined, not booked: a
+		// listing must not show the rider a ride that will never happen.
+		models.RideRaiseStatusByID(&tx.Writes, r.ride.UserID, r.ride.ID, models.RideStatusDeclined) // prepareCharge loaded the ride
+		r.ride.Status = r.ride.Status.Raise(models.RideStatusDeclined)
 		return Response{Status: statusPaymentRequired, Body: answer.refusal}, nil
 	case answer.stuckReason != "":
 		return e.needsReview(ctx, tx, r, answer.stuckReason, answer.stuckDetail)

@@ -179,6 +179,9 @@ func TestCreateRide(t *testing.T) {
 		if n := b.Count(t, `SELECT count(*) FROM rides WHERE stripe_charge_id IS NOT NULL`); n != 0 {
 			t.Fatalf("want no charged ride, got %d", n)
 		}
+		if n := b.Count(t, `SELECT count(*) FROM rides WHERE status = 'declined'`); n != 1 {
+			t.Fatalf("want the ride declined, got %d declined rides", n)
+		}
 		if n := b.Count(t, `SELECT count(*) FROM staged_jobs`); n != 0 {
 			t.Fatalf("want no receipt staged, got %d", n)
 		}

@@ -25,7 +25,7 @@ type Ride struct {
 	// which must stay byte for byte what a retry replays.
 	ReceiptSentAt *time.Time `json:"receipt_sent_at,omitempty"`
 
-	// Status is what became of the ride's charge: booked, cancelled, refunded or disputed.
+	// Status is what became of the ride's charge: booked, declined, cancelled, refunded or disputed.
 	// Absent from the 201 alone (a ride just booked is booked), so that every stored 201 has one
 	// shape, whenever it was stored.
 	Status string `json:"status,omitempty"`

@@ -85,7 +85,7 @@ func TestWebhooksReachTheAPI(t *testing.T) {
 	})
 	for id, status := range want {
 		ride, err := c.GetRide(ctx, id)
-		if err != nil || ride.Status != status {
+		if err != nil || string(ride.Status) != status {
 			t.Errorf("want ride %s %s, got %+v, %v", id, status, ride, err)
 		}
 	}

@@ -1,9 +1,12 @@
 package invariants
 
+import "net/http"
+
 // The states of a ride, written out rather than taken from models.RideStatus, for the reason the
 // price is (see rideAmountCents).
 const (
 	statusBooked    = "booked"
+	statusDeclined  = "declined"
 	statusRefunded  = "refunded"
 	statusCancelled = "cancelled"
 	statusDisputed  = "disputed"
@@ -21,9 +24,7 @@ func (c *checker) checkRideStatus() {
 	for i := range c.snap.rides {
 		r := &c.snap.rides[i]
 		if r.StripeChargeID == nil {
-			if r.Status != statusBooked {
-				c.violate(RuleRideStatusContradicted, "ride %d has no charge but is %s", r.ID, r.Status)
-			}
+			c.checkUnchargedStatus(r)
 			continue
 		}
 		ch, ok := c.succeeded[*r.StripeChargeID]
@@ -42,6 +43,31 @@ func (c *checker) checkRideStatus() {
 			c.violate(RuleRideStatusStale, "Stripe shows charge %s refunded in full and told the webhook, but its ride %d is %s%s",
 				ch.ID, r.ID, r.Status, c.describeRefundsOf(ch.ID))
 		}
+	}
+}
+
+// checkUnchargedStatus holds a ride without a charge to its booking's answer: declined when the
+// booking stored a 402, booked otherwise (a charge not answered yet, or sent to review). Once the
+// reaper deleted the key, either may stand.
+func (c *checker) checkUnchargedStatus(r *rideRow) {
+	want, answered := "", 0
+	if r.IdempotencyKeyID != nil {
+		if k, ok := c.keysByID[*r.IdempotencyKeyID]; ok {
+			want = statusBooked
+			if k.ResponseCode != nil {
+				answered = *k.ResponseCode
+			}
+			if answered == http.StatusPaymentRequired {
+				want = statusDeclined
+			}
+		}
+	}
+	switch {
+	case want != "" && r.Status != want:
+		c.violate(RuleRideStatusContradicted, "ride %d has no charge and its booking answered %d, but it is %s (want %s)",
+			r.ID, answered, r.Status, want)
+	case want == "" && r.Status != statusBooked && r.Status != statusDeclined:
+		c.violate(RuleRideStatusContradicted, "ride %d has no charge but is %s", r.ID, r.Status)
 	}
 }
 

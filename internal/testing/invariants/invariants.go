@@ -83,7 +83,8 @@ const (
 	// but shows booked or refunded.
 	RuleRefundMismatch Rule = "refund_mismatch"
 	// RuleRideStatusContradicted: a ride shows refunded or disputed while Stripe shows its
-	// charge neither refunded in full nor disputed, or shows anything but booked uncharged.
+	// charge neither refunded in full nor disputed; or, uncharged, is not declined when its
+	// booking stored a 402, nor booked otherwise.
 	RuleRideStatusContradicted Rule = "ride_status_contradicted"
 	// RuleRideStatusStale: once Stripe's webhook deliveries were made, Stripe shows a ride's
 	// charge refunded in full or disputed, and the ride does not show it.

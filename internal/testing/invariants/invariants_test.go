@@ -149,7 +149,8 @@ func (b *testBundle) charge(id, stripeKey, clientKey string) Charge {
 func (b *testBundle) decline(t *testing.T) (keyID int64, key string) {
 	t.Helper()
 	keyID, key, stripeKey := b.insertKey(t, "started", false)
-	b.insertRide(t, keyID, "", "")
+	rideID := b.insertRide(t, keyID, "", "")
+	b.exec(t, `UPDATE rides SET status = 'declined' WHERE id = $1`, rideID)
 	b.finishKey(t, keyID, 402, `{"status": 402, "code": "card_declined"}`)
 	failed := b.charge(fmt.Sprintf("ch_declined_%d", seq.Add(1)), stripeKey, key)
 	failed.Status = "failed"
@@ -948,6 +949,14 @@ func TestCheckCancelsRefundsAndWebhooks(t *testing.T) {
 			t.Errorf("want both rides reported, got %v", report.Violations)
 		}
 		b.observed.Webhooks = nil // whether or not webhooks were delivered
+		b.check(t, RuleRideStatusContradicted)
+	})
+
+	t.Run("DeclinedRideShownBooked", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		declined, _ := b.decline(t)
+		b.exec(t, `UPDATE rides SET status = 'booked' WHERE idempotency_key_id = $1`, declined)
 		b.check(t, RuleRideStatusContradicted)
 	})
 

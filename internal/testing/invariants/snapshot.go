@@ -46,7 +46,7 @@ type rideRow struct {
 	StripeChargeID         *string
 	ReceiptSentAt          *time.Time
 	ReceiptMessageID       *string
-	Status                 string // booked, refunded, cancelled or disputed
+	Status                 string // booked, declined, refunded, cancelled or disputed
 	StripeRefundID         *string
 	CancelIdempotencyKeyID *int64
 	RefundReceiptSentAt    *time.Time
