@@ -176,8 +176,8 @@ const jsonContentType = "application/json"
 // browser may read it as anything but its declared type.
 //
 // A JSON body goes out ending in a newline, so that `curl -i` leaves the prompt on a line of its
-// own. The newline is added here, on every write, and never stored: a stored answer, and the
-// keys stored before this rule, replay through here byte for byte as they first went out.
+// own. The newline is added here, on every write, and never stored: a stored answer, however
+// old, replays through here byte for byte as it first went out.
 func writeBody(w http.ResponseWriter, status int, contentType string, body []byte) {
 	if contentType == jsonContentType || contentType == problem.ContentType {
 		// A full slice expression, so that append copies: body may be a stored answer.
