@@ -170,13 +170,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		writeProblem(w, errInternal())
 		return
 	}
-	writeBody(w, status, "application/json", body)
+	writeBody(w, status, jsonContentType, body)
 }
+
+// jsonContentType is the media type of every answer of this API but a problem and the contract.
+const jsonContentType = "application/json"
 
 // writeBody sends body with status. Every answer of this API is about one rider and one moment:
 // no cache may keep it (a replay comes from the idempotency key, never from a cache), and no
 // browser may read it as anything but its declared type.
+//
+// A JSON body goes out ending in a newline, so that `curl -i` leaves the prompt on a line of its
+// own. The newline is added here, on every write, and never stored: a stored answer, however
+// old, replays through here byte for byte as it first went out.
 func writeBody(w http.ResponseWriter, status int, contentType string, body []byte) {
+	if contentType == jsonContentType || contentType == problem.ContentType {
+		// A full slice expression, so that append copies: body may be a stored answer.
+		body = append(body[:len(body):len(body)], '\n')
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Type", contentType)

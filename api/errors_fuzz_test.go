@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func FuzzWriteProblem(f *testing.F) {
 
 // FuzzWriteStoredProblem serves any stored body. A stored problem goes out as stored but for
 // the request id, which is the replay's; anything else goes out byte for byte; valid JSON
-// stays valid JSON.
+// stays valid JSON; and every one ends in the newline that every JSON answer ends in.
 func FuzzWriteStoredProblem(f *testing.F) {
 	f.Add(402, []byte(`{"type":"https://rocketrides.example/problems/card_declined","title":"Card declined","status":402,"detail":"Your card was declined.","code":"card_declined","decline_code":"generic_decline"}`))
 	f.Add(500, []byte(`{"status":500,"code":"payment_needs_review","request_id":"req_old"}`))
@@ -105,10 +106,13 @@ func FuzzWriteStoredProblem(f *testing.F) {
 		}
 		var p problem.Problem
 		if err := json.Unmarshal(stored, &p); err != nil {
-			if !bytes.Equal(body, stored) {
-				t.Fatalf("stored %q is no problem document; want it served as stored, got %q", stored, body)
+			if !bytes.Equal(body, append(slices.Clip(stored), '\n')) {
+				t.Fatalf("stored %q is no problem document; want it served as stored, with the newline every JSON answer ends in, got %q", stored, body)
 			}
 			return
+		}
+		if !bytes.HasSuffix(body, []byte("}\n")) {
+			t.Fatalf("want the problem to end in one newline, got %q", body)
 		}
 		p.RequestID = "req_replay"
 		var served problem.Problem
@@ -126,8 +130,8 @@ func requireProblemResponse(t *testing.T, rec *httptest.ResponseRecorder, status
 		rec.Header().Get("Content-Length") != strconv.Itoa(len(body)) {
 		t.Fatalf("want %d %s with its length, got %d %v", status, problem.ContentType, rec.Code, rec.Header())
 	}
-	if !json.Valid(body) {
-		t.Fatalf("invalid JSON: %q", body)
+	if !json.Valid(body) || !bytes.HasSuffix(body, []byte("}\n")) {
+		t.Fatalf("want valid JSON ending in one newline, got %q", body)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

@@ -39,7 +39,7 @@ func writeAnswer(w http.ResponseWriter, outcome *phases.Outcome, apiErr *apiErro
 	if outcome.StatusCode >= 400 {
 		code = writeStoredProblem(w, outcome.StatusCode, outcome.Body)
 	} else {
-		writeBody(w, outcome.StatusCode, "application/json", outcome.Body)
+		writeBody(w, outcome.StatusCode, jsonContentType, outcome.Body)
 	}
 	return outcomeOf(outcome.StatusCode, code, outcome.Replayed)
 }

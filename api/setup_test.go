@@ -214,7 +214,7 @@ func (b *testBundle) doHeader(t *testing.T, method, path string, header http.Hea
 
 // doRequest sends a request to server, and checks the response against the API's OpenAPI
 // document (see contract_test.go), so that every answer any test of the package gets holds
-// the contract to the code.
+// the contract to the code; and that a JSON answer ends in a newline, replays included.
 func doRequest(t *testing.T, server *httptest.Server, method, path string, header http.Header, body string) *response {
 	t.Helper()
 	req, err := http.NewRequest(method, server.URL+path, bytes.NewBufferString(body))
@@ -237,6 +237,9 @@ func doRequest(t *testing.T, server *httptest.Server, method, path string, heade
 	if resp.Header.Get("Cache-Control") != "no-store" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
 		t.Fatalf("want every response marked no-store and nosniff, got %q and %q on %d %s",
 			resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options"), resp.StatusCode, respBody)
+	}
+	if ct := resp.Header.Get("Content-Type"); method != http.MethodHead && (ct == "application/json" || ct == problem.ContentType) && !bytes.HasSuffix(respBody, []byte("}\n")) {
+		t.Fatalf("want every JSON answer to end in one newline after its document, got %q on %d", respBody, resp.StatusCode)
 	}
 	contract(t).requireConforms(t, req, resp.StatusCode, resp.Header, respBody)
 	return &response{status: resp.StatusCode, header: resp.Header, body: respBody}

@@ -85,26 +85,57 @@ tells booked, refused and unknown apart; see "The Go client" in docs/api.md):
 
   go run ./cmd/rides -token "$RIDER" -from 37.7749,-122.4194 -to 37.3382,-121.8863
 
-Cancel a ride (use its "id" from the 201): 200, the ride cancelled and its charge refunded
-once, however often the same command is sent; a cancel under another key: 409
-ride_already_cancelled.
+List your rides, newest first, a page at a time: 200, with the page's rides in "data" and
+"has_more". While "has_more" is true, ask for the next page with starting_after=LAST_ID, the
+"id" of the last ride of the page you have:
+
+  curl -i "$API_URL/rides?limit=2" -H "Authorization: Bearer $RIDER"
+  curl -i "$API_URL/rides?limit=2&starting_after=LAST_ID" -H "Authorization: Bearer $RIDER"
+
+One ride (RIDE_ID: its "id", from the 201 or a page): 200 with the ride; another rider's
+ride is 404 not_found.
+
+  curl -i "$API_URL/rides/RIDE_ID" -H "Authorization: Bearer $RIDER"
+
+Cancel a ride: 200, the ride cancelled and its charge refunded once, however often the same
+command is sent; a cancel under another key: 409 ride_already_cancelled.
 
   curl -i -X POST "$API_URL/rides/RIDE_ID/cancel" -H "Authorization: Bearer $RIDER" \
     -H "Idempotency-Key: my-first-cancel-00000001"
 
-Stripe tells the API what happens to its charges through a signed webhook. Refund a charge
-(its "stripe_charge_id") as Stripe's dashboard would: the API's log says "API: Stripe event
-received" type=charge.refunded, and GET /rides/RIDE_ID shows "status":"refunded". A dispute
-(.../dispute) shows "disputed", and admin list-disputed lists it.
+Stripe tells the API what happens to its charges through a signed webhook. Refund the charge of
+a ride you have not cancelled (CHARGE_ID: its "stripe_charge_id") as Stripe's dashboard would:
+the stand-in posts charge.refunded to the API, whose log says "API: Stripe event received"
+type=charge.refunded with the ride's ride_id, and GET /rides/RIDE_ID then shows
+"status":"refunded".
 
   curl -X POST "$STRIPE_API_URL/_fakestripe/charges/CHARGE_ID/refund"
+
+A dispute of another ride's charge arrives the same way (type=charge.dispute.created): the
+ride shows "status":"disputed", and admin lists it for a person to answer.
+
+  curl -X POST "$STRIPE_API_URL/_fakestripe/charges/CHARGE_ID/dispute"
+  go run ./cmd/admin list-disputed
 
 The simulator books a ride a second as ten new riders of its own; with SIMULATE_ERRORS=true one
 ride in ten asks for raise_error, its client gives up, and the completer finishes it later:
 
   SIMULATE_ERRORS=true go run ./cmd/simulator
+{{if .MonitorURL}}
+Fail over on purpose, and watch the API ride through it. In a second terminal, keep the
+simulator booking (without SIMULATE_ERRORS, every ride is booked):
 
-Each rider may book 10 rides a minute; beyond that, 429 rate_limited with Retry-After.
+  go run ./cmd/simulator
+
+Then ask the monitor to promote the standby. Within seconds the query under "Database" shows
+the two nodes swapped, and the simulator goes on logging "Simulator: ride booked": a ride caught
+by the switch is answered 503 with Retry-After, its client retries it with the same key, and
+its line says attempts above 1. No ride fails.
+
+  psql '{{.MonitorURL}}' -c 'SELECT pgautofailover.perform_failover()'
+{{end}}
+Each rider may book 10 new rides a minute (replays are free); beyond that, 429
+booking_rate_limited with Retry-After. docs/api.md lists every budget.
 The worker writes each receipt email to its log. Ctrl-C stops everything.
 
 `))

@@ -14,14 +14,14 @@ import (
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 )
 
-// TestDev runs the README's run command as a user would: it waits for the banner, follows its
-// walkthrough top to bottom with no request refused for a limit (followBanner), books a ride
+// TestDev runs the README's run command as a user would: it waits for the banner, books a ride
 // with the printed token, waits for the worker to log the receipt, reads the /metrics of every
 // process where the banner says they are, runs admin and the client in a shell with the
-// banner's export lines, follows the banner's demos to their end (the raise_error one finished
-// by the completer), stops everything with Ctrl-C (SIGINT) and checks that none of its processes
-// is left. With -data-dir it does so twice on one kept state, which must keep the first run's
-// ride, and its rider, who books again with the first run's token.
+// banner's export lines, runs every command of the banner on the default limits and checks it
+// does what the banner says, none refused for a limit (followBanner), stops everything with
+// Ctrl-C (SIGINT) and checks that none of its processes is left. With -data-dir it does so twice
+// on one kept state, which must keep the first run's ride, and its rider, who books again with
+// the first run's token.
 func TestDev(t *testing.T) {
 	t.Parallel()
 	dev, admin, rides, simulator := proctest.Build(t, "dev"), proctest.Build(t, "admin"), proctest.Build(t, "rides"), proctest.Build(t, "simulator")
@@ -43,11 +43,6 @@ func TestDev(t *testing.T) {
 		}
 		sh := bannerShell(t, p.Output())
 		token := sh.output(t, `printf %s "$RIDER"`)
-		if run == 1 {
-			// First, as a new user would: on the default limits, nothing of it is refused.
-			followBanner(t, p.Output(), sh, rides, admin)
-		}
-
 		// book sends ride request n of the test (its Idempotency-Key) with token.
 		book := func(n int, token string, extra ...string) (resp *http.Response, body []byte) {
 			t.Helper()
@@ -82,17 +77,9 @@ func TestDev(t *testing.T) {
 
 		if run == 1 {
 			checkBannerShell(t, sh, admin, rides, simulator)
-
-			// The banner's raise_error demo: a 500 that the completer finishes, after which the
-			// same request replays the 201.
-			const flaky = 1_000_000
-			if resp, body := book(flaky, token, "raise_error=true"); resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), `"code":"internal_error"`) {
-				t.Fatalf("want raise_error's 500 internal_error, got %d: %s", resp.StatusCode, body)
-			}
-			proctest.WaitMetrics(t, p, metricsURLs["completer"], map[string]float64{`rocketrides_completer_keys_total{result="succeeded"}`: 1}, time.Minute)
-			if resp, body := book(flaky, token, "raise_error=true"); resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" {
-				t.Fatalf("want the completed request's 201 replayed, got %d (replayed %q): %s", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), body)
-			}
+			w := newWalkthrough(t, p.Output(), map[string]string{"rides": rides, "admin": admin, "simulator": simulator})
+			followBanner(t, p, w, metricsURLs, rideID)
+			w.requireAllRun(t)
 			firstRideID, firstToken = rideID, token
 		}
 		if run == 2 {

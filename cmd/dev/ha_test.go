@@ -15,12 +15,13 @@ import (
 
 // TestDevHA runs dev -ha as docs/high-availability.md says: the stack on a pg_auto_failover
 // formation, a primary and its synchronous standby, whose multi-host DATABASE_URL the banner
-// gives. A ride books through it, and Ctrl-C stops every process, the formation's included.
+// gives. The banner's failover is run as it says (watchFailover), a ride books through it, and
+// Ctrl-C stops every process, the formation's included.
 // With -data-dir it does so twice on one kept formation: the second run finds the first's ride,
 // whose request replays.
 func TestDevHA(t *testing.T) {
 	t.Parallel()
-	dev := proctest.Build(t, "dev")
+	dev, simulator := proctest.Build(t, "dev"), proctest.Build(t, "simulator")
 	dataDir := filepath.Join(reachableTempDir(t), "state")
 
 	var firstToken string
@@ -34,6 +35,7 @@ func TestDevHA(t *testing.T) {
 		}
 		if run == 1 {
 			firstToken = sh.output(t, `printf %s "$RIDER"`)
+			watchFailover(t, newWalkthrough(t, p.Output(), map[string]string{"simulator": simulator}))
 		}
 
 		// The first run books the ride; the second, on the kept formation, replays it for the

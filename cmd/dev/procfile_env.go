@@ -8,8 +8,8 @@ import (
 
 // The ports of the Procfile path, every one from PORT (api.PortDefault when unset), so that one
 // setting moves them all. A Procfile manager gives its i-th process type PORT+100*i (the API
-// first; the simulator, sixth, at +500), and the Procfile serves the API's metrics at PORT+50;
-// the database and the Stripe stand-in come after the last process type.
+// first, the reaper, fifth, at +400), and the Procfile serves the API's metrics at PORT+50; the
+// database and the Stripe stand-in come after room for a sixth process type.
 const (
 	// procfileDatabaseOffset is where -db-only's database listens; with -ha, its first node,
 	// the second at the next port and the pg_auto_failover monitor at the port before.
@@ -56,7 +56,7 @@ var procfileEnvTemplate = template.Must(template.New(".env").Parse(`# The settin
 # writes this file again with each one moved as far (-ha: the formation's DATABASE_URL).
 
 # A Procfile manager gives each process type its own PORT, counting up from this one by 100 in
-# Procfile order: the API (first) gets this one; the simulator is told where it is by API_URL.
+# Procfile order: the API (first) gets this one. The opt-in simulator finds it by API_URL.
 PORT={{.Port}}
 API_URL=http://localhost:{{.Port}}
 
@@ -91,8 +91,9 @@ API_TOKEN_SECRET=` + devTokenSecret + `
 # otherwise; the processes take up to 10 s. (foreman's own setting is in .foreman.)
 OVERMIND_TIMEOUT=15
 
-# Lets the simulator send raise_error=true, to show the completer finishing broken requests.
-SIMULATE_ERRORS=true
+# Set, the API accepts the demo parameter raise_error, and the opt-in simulator sends it in one
+# ride in ten, to show the completer finishing broken requests. For a demo, never in production.
+# SIMULATE_ERRORS=true
 
 # Unset: the worker logs each receipt email. Set: smtp://[user:pass@]host:port or smtps://...
 # SMTP_URL=smtp://localhost:1025

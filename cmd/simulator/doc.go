@@ -9,6 +9,6 @@
 // API's limits; with SIMULATOR_TOKEN set, as that one rider. Over a limit, the client waits as the
 // API's Retry-After says, and tries again with the same key.
 //
-// API_URL defaults to http://localhost:$PORT. Under a Procfile manager, which gives every
-// process its own PORT, set API_URL.
+// API_URL defaults to http://localhost:$PORT. No Procfile runs it, so that an operator's stack
+// books nothing by itself; `foreman run -- bin/simulator` runs it with .env's API_URL.
 package main

@@ -4,6 +4,7 @@ package e2etest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -29,7 +30,7 @@ import (
 
 // procfileProcesses are the Procfile's process types, in its order: foreman gives the i-th
 // PORT+100*i.
-var procfileProcesses = []string{"api", "worker", "enqueuer", "completer", "reaper", "simulator"}
+var procfileProcesses = []string{"api", "worker", "enqueuer", "completer", "reaper"}
 
 // apiMetricsPortOffset is where the Procfile puts the API's /metrics, above its public PORT.
 const apiMetricsPortOffset = 50
@@ -39,9 +40,9 @@ const apiMetricsPortOffset = 50
 // which moves every other port, as tests running at once need (its mail server edited in); the
 // database that dev -db-only runs where .env says; the migration; the Stripe stand-in where .env
 // says; the manager. It checks that every process runs from the binaries the build step made (or,
-// for Procfile.dev, built on start), books a ride and waits for its receipt and the simulator's
-// rides, reads every process's /metrics on the port the Procfile gives it while all run, stops
-// the manager and checks that every process exited 0 within the grace period .foreman sets, that
+// for Procfile.dev, built on start), books a ride and waits for its receipt, checks that nothing
+// else was booked or asked beside it (checkOnlyRide), runs the simulator's opt-in line, reads
+// every process's /metrics on the port the Procfile gives it while all run, stops the manager and checks that every process exited 0 within the grace period .foreman sets, that
 // nothing was killed, that the manager exited 0, and that no process, lock or running job is
 // left; then it stops the background jobs as the page says, with kill, and checks that none of
 // the database's processes is left either. The managers must be installed, so it runs under the
@@ -218,8 +219,12 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 	if !found {
 		t.Fatal("want the receipt email delivered to the rider")
 	}
-	// The simulator books rides of its own through the same API.
-	proctest.WaitOutput(t, manager, "Simulator: ride booked", time.Minute)
+	checkOnlyRide(t, conn, c, manager, env["PORT"])
+	// The simulator is opt-in, a line of its own; it books rides of its own through the same API.
+	simulator := run.manager + strings.TrimPrefix(simulatorLine(t, filepath.Join(app, procfileStepsPage)), "foreman")
+	if out := runStep(t, app, shellEnv, simulator+" -rides 2 -riders 2 -interval 10ms"); strings.Count(out, "Simulator: ride booked") != 2 {
+		t.Fatalf("want the opt-in simulator to book its 2 rides, got:\n%s", out)
+	}
 
 	checkProcfileMetrics(t, manager, port)
 
@@ -320,7 +325,7 @@ type processSeries struct {
 }
 
 // ownSeries is a series of each process's own work, after this test's ride: its receipt was
-// enqueued and mailed, and the simulator booked at least one more.
+// enqueued and mailed, and the opt-in simulator booked more.
 var ownSeries = map[string]processSeries{
 	"api":       {`rocketrides_ride_requests_total{outcome="created"}`, 2},
 	"worker":    {`rocketrides_receipts_total{result="sent"}`, 1},
@@ -329,15 +334,12 @@ var ownSeries = map[string]processSeries{
 	"reaper":    {`rocketrides_reaper_keys_total{result="finished"}`, 0},
 }
 
-// checkProcfileMetrics checks that every process but the simulator serves its own metrics at
+// checkProcfileMetrics checks that every process serves its own metrics at
 // once, on the port the Procfile's convention gives it: each background process its own PORT,
 // the API PORT+apiMetricsPortOffset; and that the API's public port has no /metrics.
 func checkProcfileMetrics(t *testing.T, manager *proctest.Process, port int) {
 	t.Helper()
 	for i, name := range procfileProcesses {
-		if name == "simulator" {
-			continue
-		}
 		metricsPort := port + 100*i
 		if name == "api" {
 			metricsPort = port + apiMetricsPortOffset
@@ -599,4 +601,66 @@ func foremanTimeout(t *testing.T, app string) time.Duration {
 	}
 	t.Fatal(".foreman sets no timeout")
 	return 0
+}
+
+// checkOnlyRide checks that an operator's first ride, booked by c, is alone: the Procfile books
+// nothing by itself, so the database holds one rider, one ride and one key, the API answered one
+// request, a 201, and logged no error; and .env leaves SIMULATE_ERRORS off, so raise_error is refused.
+func checkOnlyRide(t *testing.T, conn *pgx.Conn, c *client.Client, manager *proctest.Process, port string) {
+	t.Helper()
+	ctx := context.Background()
+	for table, want := range map[string]int{"users": 1, "rides": 1, "idempotency_keys": 1} {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil || n != want {
+			t.Fatalf("want %d row in %s beside the first ride, got %d (%v):\n%s", want, table, n, err, manager.Output())
+		}
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := proctest.Scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", p+apiMetricsPortOffset))
+	created := false
+	for _, line := range strings.Split(text, "\n") {
+		series, value, _ := strings.Cut(line, " ")
+		switch {
+		case !strings.HasPrefix(series, "rocketrides_ride_requests_total{"):
+		case series == `rocketrides_ride_requests_total{outcome="created"}` && value == "1":
+			created = true
+		case value != "0":
+			t.Fatalf("want the API's one ride request to be the first ride's 201, got %s", line)
+		}
+	}
+	if !created {
+		t.Fatalf("want the API to count the first ride's 201, got:\n%s", text)
+	}
+	if out := manager.Output(); strings.Contains(out, "level=ERROR") || strings.Contains(out, "Simulator:") {
+		t.Fatalf("want no error and no simulated ride beside the first ride:\n%s", out)
+	}
+	_, err = c.CreateRide(ctx, client.RideParams{OriginLat: 1, OriginLon: 2, TargetLat: 3, TargetLon: 4, RaiseError: true})
+	if apiErr, ok := errors.AsType[*client.APIError](err); !ok || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "raise_error" {
+		t.Fatalf("want raise_error refused with 400 where .env leaves SIMULATE_ERRORS off, got %v", err)
+	}
+}
+
+// simulatorLine is the simulator's opt-in line in the page at path: the one command of its
+// Procfile section that runs bin/simulator.
+func simulatorLine(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(data), "\n### With a Procfile manager\n")
+	section, _, _ = strings.Cut(section, "\n### ")
+	var found []string
+	for _, line := range strings.Split(section, "\n") {
+		if strings.Contains(line, "bin/simulator") && strings.HasPrefix(line, "foreman ") {
+			found = append(found, strings.TrimSpace(line))
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want one line of %s's Procfile section to run bin/simulator, got %q", path, found)
+	}
+	return found[0]
 }
