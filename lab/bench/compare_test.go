@@ -13,7 +13,9 @@ func TestCompare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster, the API and pgbench")
 	}
-	out := requireOK(t, "-compare", "-rides", "0", "-clients", "2", "-duration", "2s", "-solo-duration", "1s")
+	// pgbench runs for whole seconds (-T): 3 s each, as a ride that a loaded machine stretches
+	// past one second left a 1 s run with no ride (beside another test run, at load 20).
+	out := requireOK(t, "-compare", "-rides", "0", "-clients", "2", "-duration", "3s", "-solo-duration", "3s")
 
 	t.Run("DurableCluster", func(t *testing.T) {
 		if want := "fsync=on synchronous_commit=on full_page_writes=on"; !strings.Contains(out, want) {
