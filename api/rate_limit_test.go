@@ -112,6 +112,9 @@ func TestRiderBudgets(t *testing.T) {
 			}
 		}
 		b.cancelRide(t, b.Rider, cancelKey+"-over", ride.ID).requireBudgetSpent(t, problem.CodeCancelRateLimited, "cancel")
+		if n := b.Count(t, "SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1", cancelKey+"-over"); n != 0 {
+			t.Fatalf("want the refused cancel's key not stored, got %d", n)
+		}
 
 		replay := b.cancelRide(t, b.Rider, cancelKey+"-0000", ride.ID)
 		if replay.status != http.StatusOK || replay.header.Get("Idempotent-Replayed") != "true" {

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -171,39 +169,17 @@ func TestSendRideReceiptWorker(t *testing.T) {
 	// and the next, on a connection dialled for it, records the receipt: mailed once.
 	t.Run("RecordsOnANewConnectionWhenItsOwnHangs", func(t *testing.T) {
 		t.Parallel()
-		var frozen []int
+		primary := &freezer{}
 		b := setupWith(t, func(b *testBundle, deps *Deps) {
-			config, err := pgxpool.ParseConfig(b.pool.Config().ConnString())
-			if err != nil {
-				t.Fatal(err)
-			}
-			config.ConnConfig.RuntimeParams["application_name"] = "receipt_workers_frozen"
+			config := b.pool.Config().Copy()
+			config.ConnConfig.DialFunc = primary.dial
 			workersPool, err := pgxpool.NewWithConfig(t.Context(), config)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(workersPool.Close)
 			deps.Pool = workersPool
-			deps.Mailer = afterSend{Mailer: deps.Mailer, hook: func() {
-				rows, _ := b.pool.Query(context.Background(), `SELECT pid FROM pg_stat_activity
-					WHERE application_name = 'receipt_workers_frozen'`)
-				pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-				if err != nil {
-					t.Error(err)
-				}
-				for _, pid := range pids {
-					if err := syscall.Kill(int(pid), syscall.SIGSTOP); err != nil {
-						t.Error(err)
-					}
-					frozen = append(frozen, int(pid))
-				}
-				// Thawed before the runner stops (cleanups run last first), so that it can.
-				t.Cleanup(func() {
-					for _, pid := range frozen {
-						_ = syscall.Kill(pid, syscall.SIGCONT)
-					}
-				})
-			}}
+			deps.Mailer = afterSend{Mailer: deps.Mailer, hook: primary.freeze}
 		})
 		ride := b.newRide(t, b.rider, "ch_frozen")
 		job := b.insertJob(t, receiptArgs(ride), nil)
@@ -216,7 +192,7 @@ func TestSendRideReceiptWorker(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		if len(frozen) == 0 {
+		if primary.numFrozen() == 0 {
 			t.Fatal("want the workers' connections frozen, found none")
 		}
 		var state string

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -253,4 +255,126 @@ func (h *poolHog) numTaken() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.conns)
+}
+
+// freezer plays a database server that froze (SIGSTOP, a hung machine) for the connections
+// dialled through it: once freeze is called, those already open answer nothing, their reads and
+// writes waiting until a deadline set on them passes (as pgx sets one to give up on a query) or
+// they are closed; connections dialled after it work.
+type freezer struct {
+	dialer net.Dialer
+
+	mu    sync.Mutex
+	conns []*freezableConn
+	count int
+}
+
+func (f *freezer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := f.dialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	fc := &freezableConn{Conn: conn, changed: make(chan struct{}), closed: make(chan struct{})}
+	f.mu.Lock()
+	f.conns = append(f.conns, fc)
+	f.mu.Unlock()
+	return fc, nil
+}
+
+// freeze freezes every connection dialled so far.
+func (f *freezer) freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.conns {
+		c.frozen.Store(true)
+	}
+	f.count += len(f.conns)
+	f.conns = nil
+}
+
+// numFrozen is how many connections freeze froze.
+func (f *freezer) numFrozen() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.count
+}
+
+type freezableConn struct {
+	net.Conn
+	frozen atomic.Bool
+
+	mu       sync.Mutex
+	deadline time.Time
+	changed  chan struct{} // closed, and replaced, whenever the deadline changes
+	closed   chan struct{}
+	once     sync.Once
+}
+
+func (c *freezableConn) Read(p []byte) (int, error) {
+	if err := c.hang(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *freezableConn) Write(p []byte) (int, error) {
+	if err := c.hang(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
+
+// hang waits, while the connection is frozen, until its deadline passes or it is closed.
+func (c *freezableConn) hang() error {
+	for c.frozen.Load() {
+		c.mu.Lock()
+		deadline, changed := c.deadline, c.changed
+		c.mu.Unlock()
+		var expired <-chan time.Time
+		if !deadline.IsZero() {
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				return os.ErrDeadlineExceeded
+			}
+			timer := time.NewTimer(wait)
+			expired = timer.C
+			defer timer.Stop()
+		}
+		select {
+		case <-expired:
+			return os.ErrDeadlineExceeded
+		case <-c.closed:
+			return net.ErrClosed
+		case <-changed:
+		}
+	}
+	return nil
+}
+
+func (c *freezableConn) setDeadline(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deadline = t
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+func (c *freezableConn) SetDeadline(t time.Time) error {
+	c.setDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *freezableConn) SetReadDeadline(t time.Time) error {
+	c.setDeadline(t)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *freezableConn) SetWriteDeadline(t time.Time) error {
+	c.setDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *freezableConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
 }
