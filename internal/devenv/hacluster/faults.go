@@ -155,10 +155,11 @@ func signalTree(keeperPID int, pgdata string, sig syscall.Signal) error {
 	return errors.Join(errs...)
 }
 
-// namingDataDir returns every process one of whose arguments is pgdata: the postmaster (-D),
-// pg_autoctl's processes (--pgdata), and a child that one of them forked and that is not yet
-// another program. A process that died and waits to be reaped has no arguments left, and is not
-// returned.
+// namingDataDir returns every process that runs on pgdata, as -D or --pgdata says: the
+// postmaster, pg_ctl, pg_autoctl's processes, and a child that one of them forked and that is
+// not yet another program. Another process that only names the directory (an operator's du,
+// an editor) is not one of them. A process that died and waits to be reaped has no arguments
+// left, and is not returned.
 func namingDataDir(pgdata string) []int {
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
@@ -171,8 +172,10 @@ func namingDataDir(pgdata string) []int {
 		if err != nil {
 			continue
 		}
-		for arg := range bytes.SplitSeq(cmdline, []byte{0}) {
-			if string(arg) == pgdata {
+		args := strings.Split(string(cmdline), "\x00")
+		for i, arg := range args {
+			if arg == "-D"+pgdata || arg == "--pgdata="+pgdata ||
+				(arg == "-D" || arg == "--pgdata") && i+1 < len(args) && args[i+1] == pgdata {
 				pids = append(pids, pid)
 				break
 			}

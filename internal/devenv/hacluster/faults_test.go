@@ -34,14 +34,16 @@ func TestMain(m *testing.M) {
 
 const sleeperEnv = "HACLUSTER_TEST_SLEEPER"
 
-// TestKillAll kills a process found only by the data directory it names, as a postmaster forked
-// the moment its keeper died is, and waits for its port to be silent; a process naming another
-// directory, one whose path begins with this one's, lives on.
+// TestKillAll kills a process found only by the data directory it runs on, as a postmaster
+// forked the moment its keeper died is, and waits for its port to be silent; a process running
+// on another directory, one whose path begins with this one's, lives on, and so does one that
+// only names the directory.
 func TestKillAll(t *testing.T) {
 	dir := t.TempDir()
 	pgdata := filepath.Join(dir, "node1")
-	orphan, port := startSleeper(t, pgdata)
-	neighbour, _ := startSleeper(t, pgdata+"0")
+	orphan, port := startSleeper(t, "-D", pgdata)
+	_, neighbourPort := startSleeper(t, "-D", pgdata+"0")
+	_, readerPort := startSleeper(t, "--du", pgdata)
 
 	if err := killAll(pgdata, port, 10*time.Second); err != nil {
 		t.Fatal(err)
@@ -50,8 +52,11 @@ func TestKillAll(t *testing.T) {
 	if err := orphan.Wait(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("the process naming %s ended with %v; want killed", pgdata, err)
 	}
-	if err := neighbour.Process.Signal(syscall.Signal(0)); err != nil {
-		t.Fatalf("the process naming %s0 was signalled too: %v", pgdata, err)
+	// A killed process would be a zombie until reaped, which a signal still reaches; its
+	// port is closed at once.
+	if !portAnswers(neighbourPort) || !portAnswers(readerPort) {
+		t.Fatalf("want the processes on %s0 and naming %s alive, their ports answer: %t, %t",
+			pgdata, pgdata, portAnswers(neighbourPort), portAnswers(readerPort))
 	}
 }
 
@@ -70,9 +75,9 @@ func TestKillAllPortAnswers(t *testing.T) {
 	}
 }
 
-// startSleeper starts the test binary as a stand-in postmaster of pgdata, and waits until it
+// startSleeper starts the test binary with args as a stand-in postmaster, and waits until it
 // answers on its port.
-func startSleeper(t *testing.T, pgdata string) (*exec.Cmd, int) {
+func startSleeper(t *testing.T, args ...string) (*exec.Cmd, int) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -80,7 +85,7 @@ func startSleeper(t *testing.T, pgdata string) (*exec.Cmd, int) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
-	cmd := exec.Command(os.Args[0], "-D", pgdata, "-p", strconv.Itoa(port))
+	cmd := exec.Command(os.Args[0], append(args, "-p", strconv.Itoa(port))...)
 	cmd.Env = append(os.Environ(), sleeperEnv+"=1")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -91,7 +96,7 @@ func startSleeper(t *testing.T, pgdata string) (*exec.Cmd, int) {
 	})
 	for deadline := time.Now().Add(10 * time.Second); !portAnswers(port); {
 		if time.Now().After(deadline) {
-			t.Fatalf("the stand-in postmaster of %s never answered on port %d", pgdata, port)
+			t.Fatalf("the stand-in postmaster %v never answered on port %d", args, port)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
