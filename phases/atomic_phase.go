@@ -99,6 +99,9 @@ type step func(ctx context.Context, tx *phaseTx, at models.RecoveryPoint) (Phase
 // write is fenced: it fails with ErrLockLost once another request took the key over, and the
 // whole phase rolls back. A phase gives up after Config.PhaseTimeout, with nothing committed.
 func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
+	if e.hooks.phaseTimeout != nil {
+		e.hooks.phaseTimeout(e.config.PhaseTimeout)
+	}
 	ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
 	defer cancel()
 	r.mu.Lock()

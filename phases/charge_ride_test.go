@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -65,11 +66,15 @@ func TestChargeRide(t *testing.T) {
 		b := setup(t)
 		b.Stripe.InjectChargeFaults(fakestripe.FaultTimeout, 1)
 
+		// The request's own timeout is an hour, and the stand-in holds the charge for minutes
+		// (fakestripe's TimeoutFaultHang): a call that ends within one gave up on the Stripe
+		// timeout, however loaded the machine.
+		executor := New(b.Pool, b.StripeClient, slog.New(slog.DiscardHandler), Config{
+			LockLease: time.Hour, ConflictRetryBudget: 30 * time.Second, PhaseTimeout: time.Minute, RequestTimeout: time.Hour,
+		})
 		start := time.Now()
-		_, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
+		_, err := executor.CreateRide(ctx, newRequest(b.Rider))
 		requireUnavailable(t, err)
-		// The stand-in holds the charge for minutes (fakestripe's TimeoutFaultHang): a call
-		// that ends within one gave up on the Stripe timeout, however loaded the machine.
 		if elapsed := time.Since(start); elapsed > time.Minute {
 			t.Fatalf("want the call to give up after the Stripe timeout (%s), took %s", ridetest.StripeTimeout, elapsed)
 		}

@@ -52,7 +52,9 @@ type testHooks struct {
 	inPhase func(ctx context.Context, tx models.DBTX, point models.RecoveryPoint) error
 	// afterCharge runs once Stripe has answered, before the answer is committed.
 	afterCharge func(ctx context.Context)
-	// unlockTimeout is told how long the unlock after a failed run may wait.
+	// phaseTimeout is told how long an atomic phase may take; unlockTimeout, how long the
+	// unlock after a failed run may wait.
+	phaseTimeout  func(timeout time.Duration)
 	unlockTimeout func(timeout time.Duration)
 	// now is the clock that ConflictRetryBudget is measured on, time.Now when nil: a test of the
 	// budget counts the tries a budget allows, which on a loaded machine's clock would depend
