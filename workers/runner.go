@@ -82,9 +82,10 @@ const JobTimeout = time.Minute
 // leader's clock and the database's, which sets attempted_at.
 const RescueStuckJobsAfter = JobTimeout + mailer.SendTimeout + RecordTimeout + rescueMargin
 
-// rescueMargin is RescueStuckJobsAfter's slack beyond the longest attempt: clocks kept by NTP
-// differ by milliseconds.
-const rescueMargin = 10 * time.Second
+// rescueMargin is RescueStuckJobsAfter's slack beyond the longest attempt: skew between the
+// clocks, and the time a loaded worker takes between River's attempted_at and the attempt's
+// start.
+const rescueMargin = 20 * time.Second
 
 // rescueInterval is how often River's rescuer looks for stuck jobs: River's own, which its
 // Config does not let a client change.
