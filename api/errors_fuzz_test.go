@@ -22,7 +22,7 @@ func FuzzWriteProblem(f *testing.F) {
 	f.Add(402, "card_declined", "Card declined", "Your card was declined.", "", "generic_decline", "req_5JRVNSK7BQ2TQEDXJ3KUHGWZ4M", int64(0))
 	f.Add(400, "invalid_parameter", "Invalid parameter", "origin_lat is required.", "origin_lat", "", "client-id-1", int64(0))
 	f.Add(503, "service_unavailable", "Service unavailable", "Retry.", "", "", "x", int64(5000))
-	f.Add(429, "rate_limited", "Too many requests", "Slow down.", "", "", "x", int64(1500))
+	f.Add(429, "booking_rate_limited", "Too many requests", "Slow down.", "", "", "x", int64(1500))
 	f.Add(409, "idempotency_key_in_use", "In use", "Retry shortly.", "", "", "x", int64(1))
 	f.Add(401, "unauthorized", "Unauthorized", "<script>&\u2028</script>", "", "", "", int64(0))
 	f.Add(500, "internal_error", "\xff\xfe", "bad \xc3 utf-8 \"quoted\" \\", "p\x00", "\t", "id\xff", int64(-1))

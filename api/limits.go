@@ -13,8 +13,9 @@ import (
 // A rider has four budgets, each named for what it limits, and a 429 names the one spent:
 // bookings (new keys on POST /rides), cancels (new keys on POST /rides/{id}/cancel), requests
 // (every POST, first tries, retries and replays alike) and reads (GET /rides, GET
-// /rides/{id}). A replay or a retry of a key spends only the requests budget: its booking was
-// counted once, when its key was made.
+// /rides/{id}). A replay or a retry of a stored key spends only the requests budget: its booking
+// was counted once, when its key was made. A first try whose key was not stored (a conflict, a
+// lost database) spent its token all the same: a token too many, never one too few.
 //
 // None counts failed authentications: a token the API did not issue is refused without a
 // lookup (see authenticate), so a flood of them costs a hash each, and nobody need be refused

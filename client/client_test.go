@@ -123,7 +123,7 @@ func TestCreateRide(t *testing.T) {
 
 	t.Run("WaitsOutRateLimitsAndShedding", func(t *testing.T) {
 		t.Parallel()
-		c, s, waits := setup(t, status(429, "rate_limited", "Retry-After", "7"),
+		c, s, waits := setup(t, status(429, "booking_rate_limited", "Retry-After", "7"),
 			status(503, "service_unavailable", "Retry-After", "2"), status(201, ""))
 		result, err := c.CreateRide(context.Background(), params)
 		if err != nil {
@@ -200,7 +200,7 @@ func TestReads(t *testing.T) {
 
 	t.Run("GetRideRetriesWhatMayChange", func(t *testing.T) {
 		t.Parallel()
-		c, s, waits := setup(t, status(503, "service_unavailable", "Retry-After", "2"), hangUp, status(429, "rate_limited"), ride)
+		c, s, waits := setup(t, status(503, "service_unavailable", "Retry-After", "2"), hangUp, status(429, "booking_rate_limited"), ride)
 		got, err := c.GetRide(t.Context(), "7")
 		if err != nil || got.ID != "7" || got.ReceiptSentAt == nil {
 			t.Fatalf("want ride 7 with its receipt time, got %+v, %v", got, err)

@@ -179,6 +179,12 @@ func (s *receiptSender[T]) send(ctx context.Context, job *river.Job[T]) error {
 	return nil
 }
 
+// txBeginner is a connection that record can begin its transaction on: the job's own, from the
+// pool, or one dialled for a retry.
+type txBeginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
 // recordOnNewConnection is record, within recordAttemptTimeout, on a connection of its own,
 // dialled for it: an idle one of the pool may lead to the primary that the last try lost, and
 // hang as that try did.
@@ -196,9 +202,7 @@ func (s *receiptSender[T]) recordOnNewConnection(ctx context.Context, job *river
 // record records the receipt and completes the job in one transaction on conn, so that a
 // receipt is recorded exactly when its job is done. raced reports that another job had recorded
 // a receipt for the ride first; the job is completed all the same.
-func (s *receiptSender[T]) record(ctx context.Context, conn interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}, job *river.Job[T], userID, rideID int64, messageID string) (raced bool, err error) {
+func (s *receiptSender[T]) record(ctx context.Context, conn txBeginner, job *river.Job[T], userID, rideID int64, messageID string) (raced bool, err error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error beginning transaction: %w", err)

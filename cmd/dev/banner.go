@@ -134,8 +134,8 @@ its line says attempts above 1. No ride fails.
 
   psql '{{.MonitorURL}}' -c 'SELECT pgautofailover.perform_failover()'
 {{end}}
-Each rider may book 10 new rides a minute (replays are free); beyond that, 429
-booking_rate_limited with Retry-After. docs/api.md lists every budget.
+Each rider may book 10 new rides a minute; beyond that, 429 booking_rate_limited with
+Retry-After. A replay spends only the request budget (60 a minute). docs/api.md lists them all.
 The worker writes each receipt email to its log. Ctrl-C stops everything.
 
 `))

@@ -72,8 +72,8 @@ type result struct {
 
 func (r *result) failed() bool { return r.unknown+r.unexpected+r.mismatches > 0 }
 
-// load runs one concurrent client per element of clients until duration is over, each client
-// has made calls calls (if calls is not 0), or a call fails: a failed run's figures mean nothing, so there is no point in loading the API
+// load runs one concurrent client per element of clients until duration is over, until each
+// client has made the given number of calls (if calls is not 0), or until a call fails: a failed run's figures mean nothing, so there is no point in loading the API
 // further. Calls under way are let finish under ctx, so that stopping the load does not itself
 // make outcomes unknown. The clients may be one rider's or each a rider of its own.
 func load(ctx context.Context, clients []*client.Client, counter *conflictCounter, duration time.Duration, calls int, replayShare float64) *result {
