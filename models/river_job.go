@@ -23,3 +23,14 @@ func RiverJobCountByState(ctx context.Context, db DBTX, states []string) (map[st
 	}
 	return counts, nil
 }
+
+// RiverJobState returns the state of River's job id, River's state name; ErrNotFound if there is
+// no such job.
+func RiverJobState(ctx context.Context, db DBTX, id int64) (string, error) {
+	var state string
+	err := db.QueryRow(ctx, `SELECT state::text FROM river_job WHERE id = $1`, id).Scan(&state)
+	if err != nil {
+		return "", fmt.Errorf("error reading the state of River job %d: %w", id, notFound(err))
+	}
+	return state, nil
+}

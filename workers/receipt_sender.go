@@ -196,6 +196,17 @@ func (s *receiptSender[T]) recordOnNewConnection(ctx context.Context, job *river
 		return false, fmt.Errorf("error connecting to the database: %w", err)
 	}
 	defer conn.Close(ctx)
+	// A try whose commit went through but whose answer was lost has recorded the receipt and
+	// completed the job already; recording it again would find it recorded, as if by another job.
+	state, err := models.RiverJobState(ctx, conn, job.ID)
+	if err != nil {
+		return false, err
+	}
+	if state == string(rivertype.JobStateCompleted) {
+		s.logger.InfoContext(ctx, "Worker: "+s.kind.name+" was recorded by an earlier try, whose commit was not acknowledged",
+			slog.Int64("ride_id", rideID), slog.Int64("job_id", job.ID))
+		return false, nil
+	}
 	return s.record(ctx, conn, job, userID, rideID, messageID)
 }
 

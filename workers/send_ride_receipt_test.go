@@ -208,6 +208,51 @@ func TestSendRideReceiptWorker(t *testing.T) {
 		}
 	})
 
+	// The commit that records the receipt goes through, and its answer is lost (the primary
+	// froze right after): the retry finds the job completed by that commit, says so, and
+	// neither records it again nor mails it again.
+	t.Run("RecordsOnceWhenTheCommitsAnswerIsLost", func(t *testing.T) {
+		t.Parallel()
+		primary := &freezer{}
+		var logs proctest.SyncBuffer
+		b := setupWith(t, func(b *testBundle, deps *Deps) {
+			config := b.pool.Config().Copy()
+			config.ConnConfig.DialFunc = primary.dial
+			workersPool, err := pgxpool.NewWithConfig(t.Context(), config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(workersPool.Close)
+			deps.Pool = workersPool
+			deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			deps.Mailer = afterSend{Mailer: deps.Mailer, hook: primary.freezeAfterCommit}
+		})
+		ride := b.newRide(t, b.rider, "ch_answer_lost")
+		job := b.insertJob(t, receiptArgs(ride), nil)
+
+		deadline := time.Now().Add(RecordTimeout + 30*time.Second)
+		for !strings.Contains(logs.String(), `msg="Worker: sent receipt"`) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the worker did not finish the receipt within %s:\n%s", RecordTimeout+30*time.Second, logs.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !strings.Contains(logs.String(), "receipt was recorded by an earlier try") || strings.Contains(logs.String(), "recorded by another job") {
+			t.Fatalf("want the earlier try's commit found as this job's, got:\n%s", logs.String())
+		}
+		var state string
+		var attempt int
+		if err := b.pool.QueryRow(t.Context(), `SELECT state, attempt FROM river_job WHERE id = $1`, job.ID).Scan(&state, &attempt); err != nil {
+			t.Fatal(err)
+		}
+		if state != string(rivertype.JobStateCompleted) || attempt != 1 || b.receipt(t, ride) == nil {
+			t.Errorf("want the job completed at its first attempt and the receipt recorded, got %s at attempt %d", state, attempt)
+		}
+		if n := len(b.smtp.Messages()); n != 1 {
+			t.Fatalf("want 1 receipt mailed, got %d", n)
+		}
+	})
+
 	// The worker's log says what became of the receipt: sent through SMTP, or only logged by
 	// the mailer of a machine without SMTP_URL, which no rider receives.
 	t.Run("LogSaysSentOrLogged", func(t *testing.T) {

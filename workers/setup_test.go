@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -292,6 +293,16 @@ func (f *freezer) freeze() {
 	f.conns = nil
 }
 
+// freezeAfterCommit makes every connection dialled so far freeze once it has sent a COMMIT: the
+// server commits, and its answer is lost.
+func (f *freezer) freezeAfterCommit() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.conns {
+		c.freezeAfterCommit.Store(true)
+	}
+}
+
 // numFrozen is how many connections freeze froze.
 func (f *freezer) numFrozen() int {
 	f.mu.Lock()
@@ -301,7 +312,8 @@ func (f *freezer) numFrozen() int {
 
 type freezableConn struct {
 	net.Conn
-	frozen atomic.Bool
+	frozen            atomic.Bool
+	freezeAfterCommit atomic.Bool
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -321,7 +333,11 @@ func (c *freezableConn) Write(p []byte) (int, error) {
 	if err := c.hang(); err != nil {
 		return 0, err
 	}
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	if c.freezeAfterCommit.Load() && bytes.Contains(p, []byte("commit")) {
+		c.frozen.Store(true)
+	}
+	return n, err
 }
 
 // hang waits, while the connection is frozen, until its deadline passes or it is closed.
