@@ -171,14 +171,7 @@ func TestSendRideReceiptWorker(t *testing.T) {
 		t.Parallel()
 		primary := &freezer{}
 		b := setupWith(t, func(b *testBundle, deps *Deps) {
-			config := b.pool.Config().Copy()
-			config.ConnConfig.DialFunc = primary.dial
-			workersPool, err := pgxpool.NewWithConfig(t.Context(), config)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(workersPool.Close)
-			deps.Pool = workersPool
+			deps.Pool = primary.pool(t, b.pool.Config())
 			deps.Mailer = afterSend{Mailer: deps.Mailer, hook: primary.freeze}
 		})
 		ride := b.newRide(t, b.rider, "ch_frozen")
@@ -216,14 +209,7 @@ func TestSendRideReceiptWorker(t *testing.T) {
 		primary := &freezer{}
 		var logs proctest.SyncBuffer
 		b := setupWith(t, func(b *testBundle, deps *Deps) {
-			config := b.pool.Config().Copy()
-			config.ConnConfig.DialFunc = primary.dial
-			workersPool, err := pgxpool.NewWithConfig(t.Context(), config)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(workersPool.Close)
-			deps.Pool = workersPool
+			deps.Pool = primary.pool(t, b.pool.Config())
 			deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			deps.Mailer = afterSend{Mailer: deps.Mailer, hook: primary.freezeAfterCommit}
 		})

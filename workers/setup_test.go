@@ -270,6 +270,19 @@ type freezer struct {
 	count int
 }
 
+// pool opens a pool like config's, dialling through f, closed when the test ends.
+func (f *freezer) pool(t *testing.T, config *pgxpool.Config) *pgxpool.Pool {
+	t.Helper()
+	config = config.Copy()
+	config.ConnConfig.DialFunc = f.dial
+	pool, err := pgxpool.NewWithConfig(t.Context(), config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 func (f *freezer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	conn, err := f.dialer.DialContext(ctx, network, addr)
 	if err != nil {
