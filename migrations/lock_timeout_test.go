@@ -21,21 +21,12 @@ import (
 func TestRetryLockTimeoutsRebuildsAnIndexLeftInvalid(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url := dbtest.NewDB(t)
-	db, err := migrations.Open(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	// An index of migration 12, as if that migration had not run yet.
-	if _, err := db.ExecContext(ctx, `DROP INDEX rides_stripe_charge_id`); err != nil {
-		t.Fatal(err)
-	}
+	url, db := withoutChargeIndex(t)
 
 	tx := holdInTransaction(t, url, `UPDATE rides SET stripe_charge_id = NULL WHERE false`)
 
 	attempts := 0
-	err = migrations.RetryLockTimeouts(ctx, db, func(ctx context.Context) error {
+	err := migrations.RetryLockTimeouts(ctx, db, func(ctx context.Context) error {
 		attempts++
 		_, err := db.ExecContext(ctx, `CREATE INDEX CONCURRENTLY IF NOT EXISTS rides_stripe_charge_id ON rides (stripe_charge_id)`)
 		if attempts == 1 {
@@ -115,15 +106,7 @@ func TestRetryLockTimeoutsLeavesOthersInvalidIndexesAlone(t *testing.T) {
 func TestRetryLockTimeoutsLeavesABuildInProgress(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url := dbtest.NewDB(t)
-	db, err := migrations.Open(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, `DROP INDEX rides_stripe_charge_id`); err != nil {
-		t.Fatal(err)
-	}
+	url, db := withoutChargeIndex(t)
 	connect := func() *pgx.Conn {
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
@@ -158,7 +141,7 @@ func TestRetryLockTimeoutsLeavesABuildInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	var valid bool
-	err = db.QueryRowContext(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('rides_stripe_charge_id')`).Scan(&valid)
+	err := db.QueryRowContext(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('rides_stripe_charge_id')`).Scan(&valid)
 	if errors.Is(err, sql.ErrNoRows) {
 		t.Fatal("want the index that the build finished kept, it was dropped")
 	} else if err != nil {
@@ -273,4 +256,20 @@ func holdInTransaction(t *testing.T, url string, stmts ...string) pgx.Tx {
 		}
 	}
 	return tx
+}
+
+// withoutChargeIndex opens a database of the test's own, migrated but for an index of migration
+// 12 (rides_stripe_charge_id), as if that migration had not run yet; closed when the test ends.
+func withoutChargeIndex(t *testing.T) (url string, db *sql.DB) {
+	t.Helper()
+	url = dbtest.NewDB(t)
+	db, err := migrations.Open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.ExecContext(t.Context(), `DROP INDEX rides_stripe_charge_id`); err != nil {
+		t.Fatal(err)
+	}
+	return url, db
 }
