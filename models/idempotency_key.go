@@ -54,9 +54,13 @@ type IdempotencyKey struct {
 	ResponseBody         json.RawMessage
 	RecoveryPoint        RecoveryPoint
 	StripeIdempotencyKey string
-	ChargeAttemptedAt    *time.Time
-	LastError            *string
-	UserID               int64
+	// ForeignMutationAttemptedAt is when the key's Stripe call (a charge, a refund) was first
+	// about to be sent. Its column keeps the name charge_attempted_at from the days when a
+	// charge was the only foreign state mutation: renaming a column would break the release
+	// still running beside a new one during a deploy.
+	ForeignMutationAttemptedAt *time.Time
+	LastError                  *string
+	UserID                     int64
 }
 
 const idempotencyKeyColumns = `id, created_at, idempotency_key, last_run_at, locked_at,
@@ -69,7 +73,7 @@ func scanIdempotencyKey(row interface{ Scan(...any) error }) (*IdempotencyKey, e
 	err := row.Scan(&k.ID, &k.CreatedAt, &k.IdempotencyKey, &k.LastRunAt, &k.LockedAt,
 		&k.LockedUntil, &k.LockGeneration,
 		&k.RequestMethod, &k.RequestParams, &k.RequestPath, &k.OriginIP, &k.ResponseCode,
-		&k.ResponseBody, &k.RecoveryPoint, &k.StripeIdempotencyKey, &k.ChargeAttemptedAt,
+		&k.ResponseBody, &k.RecoveryPoint, &k.StripeIdempotencyKey, &k.ForeignMutationAttemptedAt,
 		&k.LastError, &k.UserID)
 	if err != nil {
 		return nil, err
@@ -125,10 +129,10 @@ type IdempotencyKeyProgress struct {
 	ResponseCode  *int
 	ResponseBody  json.RawMessage
 
-	// ChargeAttempted records that the key's Stripe call (a ride's charge, a cancel's refund) is
-	// about to be sent: charge_attempted_at becomes the database's now(), unless an earlier
-	// attempt set it already.
-	ChargeAttempted bool
+	// ForeignMutationAttempted records that the key's Stripe call (a ride's charge, a cancel's
+	// refund) is about to be sent: charge_attempted_at becomes the database's now(), unless an
+	// earlier attempt set it already.
+	ForeignMutationAttempted bool
 }
 
 // IdempotencyKeyInsertParams are the columns of a new key.
@@ -161,7 +165,7 @@ func IdempotencyKeyInsert(batch *pgx.Batch, params IdempotencyKeyInsertParams, l
 		RETURNING `+idempotencyKeyColumns,
 		params.ID, params.IdempotencyKey, params.RequestMethod, params.RequestParams,
 		params.RequestPath, params.OriginIP, p.RecoveryPoint, p.ResponseCode, p.ResponseBody,
-		params.StripeIdempotencyKey, secondsIf(p.ChargeAttempted, 0), params.UserID,
+		params.StripeIdempotencyKey, secondsIf(p.ForeignMutationAttempted, 0), params.UserID,
 		secondsIf(p.RecoveryPoint != RecoveryPointFinished, lease.Seconds()), LockGenerationFirst,
 		secondsIf(p.RecoveryPoint != RecoveryPointFinished, 0),
 	).QueryRow(func(row pgx.Row) error {
@@ -202,7 +206,7 @@ func IdempotencyKeyRecordProgress(batch *pgx.Batch, userID, id, generation int64
 		WHERE user_id = $8 AND id = $1 AND lock_generation = $2 AND locked_until IS NOT NULL
 		RETURNING `+idempotencyKeyColumns,
 		id, generation, progress.RecoveryPoint, progress.ResponseCode, progress.ResponseBody,
-		secondsIf(progress.ChargeAttempted, 0),
+		secondsIf(progress.ForeignMutationAttempted, 0),
 		secondsIf(progress.RecoveryPoint != RecoveryPointFinished, lease.Seconds()), userID,
 	).QueryRow(func(row pgx.Row) error {
 		k, err := scanIdempotencyKey(row)
@@ -266,9 +270,9 @@ func IdempotencyKeyUnlock(ctx context.Context, db DBTX, userID, id, generation i
 	return tag.RowsAffected() == 1, nil
 }
 
-// IdempotencyKeyChargeAttemptOlderThan reports whether the first charge attempt of a key is
-// older than maxAge by the database's clock. A key never charged is not.
-func IdempotencyKeyChargeAttemptOlderThan(ctx context.Context, db DBTX, userID, id int64, maxAge time.Duration) (bool, error) {
+// IdempotencyKeyForeignMutationOlderThan reports whether the key's Stripe call was first
+// attempted longer than maxAge ago, by the database's clock. A call never attempted is not.
+func IdempotencyKeyForeignMutationOlderThan(ctx context.Context, db DBTX, userID, id int64, maxAge time.Duration) (bool, error) {
 	var older bool
 	err := db.QueryRow(ctx, `
 		SELECT charge_attempted_at IS NOT NULL AND charge_attempted_at <= now() - make_interval(secs => $2)

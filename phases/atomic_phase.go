@@ -38,7 +38,7 @@ func (NoOp) apply(*models.IdempotencyKeyProgress) error { return nil }
 type ForeignMutationNext struct{}
 
 func (ForeignMutationNext) apply(progress *models.IdempotencyKeyProgress) error {
-	progress.ChargeAttempted = true
+	progress.ForeignMutationAttempted = true
 	return nil
 }
 

@@ -225,8 +225,8 @@ func (e *Executor) sendRefund(ctx context.Context, r *run) (*refundAnswer, error
 		Charge: r.ride.StripeChargeID,
 		Reason: stripe.String(string(stripe.RefundReasonRequestedByCustomer)),
 	}
-	params.AddMetadata(ChargeMetadataRiderID, strconv.FormatInt(r.key.UserID, 10))
-	params.AddMetadata(ChargeMetadataIdempotencyKey, r.key.IdempotencyKey)
+	params.AddMetadata(StripeMetadataRiderID, strconv.FormatInt(r.key.UserID, 10))
+	params.AddMetadata(StripeMetadataIdempotencyKey, r.key.IdempotencyKey)
 	params.SetIdempotencyKey(r.key.StripeIdempotencyKey)
 	params.Context = ctx
 	refund, refundErr := e.stripe.Refunds.New(params)

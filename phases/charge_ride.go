@@ -27,8 +27,8 @@ const (
 // find the ride by (rides.stripe_charge_id holds the charge's id).
 const (
 	chargeDescription            = "Rocket Rides ride"
-	ChargeMetadataRiderID        = "rider_id"
-	ChargeMetadataIdempotencyKey = "idempotency_key"
+	StripeMetadataRiderID        = "rider_id"
+	StripeMetadataIdempotencyKey = "idempotency_key"
 )
 
 // chargeAnswer is what became of a charge that Stripe answered: the charge, or, for a charge
@@ -78,10 +78,10 @@ func (e *Executor) prepareCharge(ctx context.Context, tx *phaseTx, r *run) (Phas
 // Config.StripeKeyMaxAge: Stripe may have forgotten its idempotency key, and re-sending could
 // make the call a second time. A call never attempted has not.
 func (e *Executor) stripeKeyExpired(ctx context.Context, tx *phaseTx, r *run) (bool, error) {
-	if r.key.ChargeAttemptedAt == nil {
+	if r.key.ForeignMutationAttemptedAt == nil {
 		return false, nil
 	}
-	return models.IdempotencyKeyChargeAttemptOlderThan(ctx, tx, r.key.UserID, r.key.ID, e.config.StripeKeyMaxAge)
+	return models.IdempotencyKeyForeignMutationOlderThan(ctx, tx, r.key.UserID, r.key.ID, e.config.StripeKeyMaxAge)
 }
 
 // sendCharge sends the charge and sorts Stripe's answer: an answer the next atomic phase
@@ -201,8 +201,8 @@ func (e *Executor) createCharge(ctx context.Context, key *models.IdempotencyKey,
 		Customer:    stripe.String(user.StripeCustomerID),
 		Description: stripe.String(chargeDescription),
 	}
-	params.AddMetadata(ChargeMetadataRiderID, strconv.FormatInt(user.ID, 10))
-	params.AddMetadata(ChargeMetadataIdempotencyKey, key.IdempotencyKey)
+	params.AddMetadata(StripeMetadataRiderID, strconv.FormatInt(user.ID, 10))
+	params.AddMetadata(StripeMetadataIdempotencyKey, key.IdempotencyKey)
 	params.SetIdempotencyKey(key.StripeIdempotencyKey)
 	params.Context = ctx
 	return e.stripe.Charges.New(params)

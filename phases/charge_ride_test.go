@@ -36,8 +36,8 @@ func TestChargeRide(t *testing.T) {
 		_, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
 		requireUnavailable(t, err)
 		key := b.requireUnlockedAt(t, b.Rider, models.RecoveryPointRideCreated)
-		if key.ResponseCode != nil || key.ChargeAttemptedAt == nil {
-			t.Fatalf("want no stored response and a recorded charge attempt, got %v %v", key.ResponseCode, key.ChargeAttemptedAt)
+		if key.ResponseCode != nil || key.ForeignMutationAttemptedAt == nil {
+			t.Fatalf("want no stored response and a recorded charge attempt, got %v %v", key.ResponseCode, key.ForeignMutationAttemptedAt)
 		}
 
 		b.requireCreate(t, newRequest(b.Rider))

@@ -141,7 +141,7 @@ func newHistory(ids *idSource, userID int64, start, end time.Time) (*history, er
 			ResponseBody:         body,
 			RecoveryPoint:        models.RecoveryPointFinished,
 			StripeIdempotencyKey: phases.StripeIdempotencyKey(seedStripeKeySecret, userID, idempotencyKey),
-			ChargeAttemptedAt:    &createdAt,
+			ForeignMutationAttemptedAt:    &createdAt,
 			UserID:               userID,
 		},
 		ride: ride,
@@ -181,7 +181,7 @@ func copyHistory(ctx context.Context, tx pgx.Tx, batch []history) error {
 			k := &batch[i].key
 			return []any{k.ID, k.CreatedAt, k.IdempotencyKey, k.LastRunAt, k.LockedAt, k.RequestMethod,
 				k.RequestParams, k.RequestPath, k.OriginIP, k.ResponseCode, k.ResponseBody,
-				string(k.RecoveryPoint), k.StripeIdempotencyKey, k.ChargeAttemptedAt, k.UserID}, nil
+				string(k.RecoveryPoint), k.StripeIdempotencyKey, k.ForeignMutationAttemptedAt, k.UserID}, nil
 		}))
 	if err != nil {
 		return fmt.Errorf("error copying idempotency keys: %w", err)

@@ -193,7 +193,7 @@ func checkHistory(t *testing.T, pool *pgxpool.Pool, rides, riders int, seededFro
 		var k models.IdempotencyKey
 		err := row.Scan(&k.ID, &k.CreatedAt, &k.IdempotencyKey, &k.LastRunAt, &k.LockedAt, &k.RequestMethod,
 			&k.RequestParams, &k.RequestPath, &k.OriginIP, &k.ResponseCode, &k.ResponseBody, &k.RecoveryPoint,
-			&k.StripeIdempotencyKey, &k.ChargeAttemptedAt, &k.LastError, &k.UserID)
+			&k.StripeIdempotencyKey, &k.ForeignMutationAttemptedAt, &k.LastError, &k.UserID)
 		return &k, err
 	})
 	if err != nil {
@@ -203,7 +203,7 @@ func checkHistory(t *testing.T, pool *pgxpool.Pool, rides, riders int, seededFro
 	for _, key := range keys {
 		if key.RecoveryPoint != models.RecoveryPointFinished || key.LockedAt != nil || key.LastError != nil ||
 			key.ResponseCode == nil || *key.ResponseCode != 201 || key.RequestMethod != "POST" || key.RequestPath != "/rides" ||
-			!key.LastRunAt.Equal(key.CreatedAt) || key.ChargeAttemptedAt == nil || !key.ChargeAttemptedAt.Equal(key.CreatedAt) ||
+			!key.LastRunAt.Equal(key.CreatedAt) || key.ForeignMutationAttemptedAt == nil || !key.ForeignMutationAttemptedAt.Equal(key.CreatedAt) ||
 			key.CreatedAt.Before(earliest) || key.CreatedAt.After(latest) ||
 			!uuidV4.MatchString(key.IdempotencyKey) || !strings.HasPrefix(key.StripeIdempotencyKey, "rocket-rides-") {
 			t.Errorf("key %d is not a finished POST /rides of the last two days: %+v", key.ID, key)

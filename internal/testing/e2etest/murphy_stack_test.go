@@ -383,7 +383,7 @@ type keyRow struct {
 	LeaseLeft         time.Duration // how long until the key's lease runs out, by the database's clock
 	LockedUntil       time.Time     // when the key's lease runs out; zero if unlocked
 	LockExpired       bool          // locked, and longer ago than the lock timeout
-	ChargeAttempted   bool
+	ForeignMutationAttempted   bool
 	ResponseCode      *int
 	ResponseBody      []byte
 	StripeKey         string
@@ -408,7 +408,7 @@ func (s *murphyStack) key(key string) keyRow {
 			k.last_error, r.id, r.stripe_charge_id, r.receipt_sent_at
 		FROM idempotency_keys k LEFT JOIN rides r ON r.user_id = k.user_id AND r.idempotency_key_id = k.id
 		WHERE k.idempotency_key = $1`, key).
-		Scan(&k.ID, &k.RecoveryPoint, &k.Locked, &leaseLeftSeconds, &lockedUntil, &k.ChargeAttempted, &k.ResponseCode,
+		Scan(&k.ID, &k.RecoveryPoint, &k.Locked, &leaseLeftSeconds, &lockedUntil, &k.ForeignMutationAttempted, &k.ResponseCode,
 			&k.ResponseBody, &k.StripeKey, &k.LastError, &k.RideID, &k.RideStripeCharge, &k.RideReceiptSentAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.t.Fatalf("no idempotency key %s in the database", key)

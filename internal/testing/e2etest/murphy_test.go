@@ -243,7 +243,7 @@ func TestMurphyStripeIsDown(t *testing.T) {
 			t.Fatalf("attempt %d (Stripe %s): want 503 payment_processor_unavailable with Retry-After 5, got %s", i+1, kind, answer)
 		}
 		k := s.key(key)
-		if k.RecoveryPoint != "ride_created" || k.Locked || !k.ChargeAttempted || k.RideID == nil || k.RideStripeCharge != nil {
+		if k.RecoveryPoint != "ride_created" || k.Locked || !k.ForeignMutationAttempted || k.RideID == nil || k.RideStripeCharge != nil {
 			t.Fatalf("attempt %d: want the key unlocked at ride_created, its ride not charged; got %+v", i+1, k)
 		}
 	}
