@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/models"
@@ -17,15 +18,56 @@ import (
 	"github.com/rocketrides/rocketrides/phases/resource"
 )
 
-// createRide is POST /rides: book a ride and charge for it, exactly once per Idempotency-Key.
-// Every answer is counted in rocketrides_ride_requests_total by its outcome.
-func (s *Server) createRide(w http.ResponseWriter, r *http.Request) {
-	outcome, apiErr := s.bookRide(w, r)
-	s.metrics.RideRequests.WithLabelValues(writeAnswer(w, outcome, apiErr, rideOutcome)).Inc()
+// handleCreateRide is POST /rides: book a ride and charge for it, exactly once per
+// Idempotency-Key. Every answer is counted in rocketrides_ride_requests_total by its outcome.
+func (s *Server) handleCreateRide(w http.ResponseWriter, r *http.Request) {
+	s.serveKeyed(w, r, s.limiter.bookings, s.metrics.RideRequests, rideOutcome,
+		func(ctx context.Context, keyed phases.KeyedRequest, body []byte) (*phases.Outcome, *apiError) {
+			params, raiseError, apiErr := parseRideParams(r.Header.Get("Content-Type"), body)
+			if apiErr != nil {
+				return nil, apiErr
+			}
+			outcome, err := s.executor.CreateRide(ctx, &phases.CreateRideRequest{
+				KeyedRequest: keyed,
+				Params:       params,
+				RaiseError:   raiseError,
+			})
+			return outcome, s.errFromRun(ctx, r, "ride request", err)
+		})
+}
+
+// serveKeyed serves a request that runs through the phases under an Idempotency-Key (a booking,
+// a cancel). It reads the key and the body, and hands them to run with a context detached from
+// the client's connection: a client that hangs up mid-request would otherwise abort a phase
+// halfway, which is safe but wasteful. The executor bounds the work
+// (phases.Config.RequestTimeout), and shutdown cancels it. A new key spends the rider's budget
+// (see admitNewKey). The answer is written, and counted in series by its outcome as outcomeOf
+// names it.
+func (s *Server) serveKeyed(w http.ResponseWriter, r *http.Request, budget *riderBudget, series *prometheus.CounterVec,
+	outcomeOf func(status int, code problem.Code, replayed bool) string,
+	run func(ctx context.Context, keyed phases.KeyedRequest, body []byte) (*phases.Outcome, *apiError)) {
+	var (
+		outcome *phases.Outcome
+		apiErr  *apiError
+	)
+	key, body, apiErr := keyAndBody(w, r)
+	if apiErr == nil {
+		ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+		defer cancel()
+		defer context.AfterFunc(s.workCtx, cancel)()
+		user := userFrom(r.Context())
+		outcome, apiErr = run(ctx, phases.KeyedRequest{
+			User:           user,
+			IdempotencyKey: key,
+			OriginIP:       clientAddr(r, s.trustedProxies),
+			AdmitNewKey:    s.admitNewKey(budget, user.ID),
+		}, body)
+	}
+	series.WithLabelValues(writeAnswer(w, outcome, apiErr, outcomeOf)).Inc()
 }
 
 // writeAnswer sends a request's stored outcome, marked as a replay when it is one, or, when it
-// has none, apiErr; and returns the answer's name for the metrics, as outcomeOf names it.
+// has none, apiErr. It returns the answer's name for the metrics, as outcomeOf names it.
 func writeAnswer(w http.ResponseWriter, outcome *phases.Outcome, apiErr *apiError,
 	outcomeOf func(status int, code problem.Code, replayed bool) string) string {
 	if apiErr != nil {
@@ -42,31 +84,6 @@ func writeAnswer(w http.ResponseWriter, outcome *phases.Outcome, apiErr *apiErro
 		writeBody(w, outcome.StatusCode, jsonContentType, outcome.Body)
 	}
 	return outcomeOf(outcome.StatusCode, code, outcome.Replayed)
-}
-
-// bookRide decodes and validates a ride request and runs it through the phases. It returns the
-// request's stored outcome, which may itself be an error that finished the request (a declined
-// card), or the error to answer with when the request did not finish.
-func (s *Server) bookRide(w http.ResponseWriter, r *http.Request) (*phases.Outcome, *apiError) {
-	key, body, apiErr := keyAndBody(w, r)
-	if apiErr != nil {
-		return nil, apiErr
-	}
-	params, raiseError, apiErr := parseRideParams(r.Header.Get("Content-Type"), body)
-	if apiErr != nil {
-		return nil, apiErr
-	}
-	user := userFrom(r.Context())
-	return s.runPhases(r, "ride request", func(ctx context.Context) (*phases.Outcome, error) {
-		return s.executor.CreateRide(ctx, &phases.CreateRideRequest{
-			User:           user,
-			IdempotencyKey: key,
-			Params:         params,
-			OriginIP:       clientAddr(r, s.trustedProxies),
-			RaiseError:     raiseError,
-			AdmitNewKey:    s.admitNewKey(s.limiter.bookings, user.ID),
-		})
-	})
 }
 
 // keyAndBody reads what every request run through the phases carries: its Idempotency-Key and
@@ -88,72 +105,59 @@ func keyAndBody(w http.ResponseWriter, r *http.Request) (string, []byte, *apiErr
 	return key, body, nil
 }
 
-// runPhases runs a request through the phases and maps an error to the answer the client gets.
-// The work is detached from the client's connection: a client that hangs up mid-request would
-// otherwise abort a phase halfway, which is safe but wasteful. The executor bounds it
-// (phases.Config.RequestTimeout), and shutdown cancels it.
-func (s *Server) runPhases(r *http.Request, what string, run func(ctx context.Context) (*phases.Outcome, error)) (*phases.Outcome, *apiError) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	defer cancel()
-	defer context.AfterFunc(s.workCtx, cancel)()
-
-	outcome, err := run(ctx)
-	if err != nil && s.workCtx.Err() != nil {
-		return nil, errShuttingDown()
+// errFromRun maps the error of a request run through the phases to the answer the client
+// gets, and logs what is the server's fault. It returns nil for no error.
+func (s *Server) errFromRun(ctx context.Context, r *http.Request, what string, err error) *apiError {
+	switch {
+	case err == nil:
+		return nil
+	case s.workCtx.Err() != nil:
+		return errShuttingDown()
 	}
-	if err != nil {
-		apiErr := errFromPhases(err)
-		if apiErr.problem.Status >= 500 {
-			s.logger.ErrorContext(ctx, "API: "+what+" failed",
-				slog.Int64("user_id", userFrom(r.Context()).ID), slog.String("error", err.Error()))
-		}
-		return nil, apiErr
+	apiErr := errFromPhases(err)
+	if apiErr.problem.Status >= 500 {
+		s.logger.ErrorContext(ctx, "API: "+what+" failed",
+			slog.Int64("user_id", userFrom(r.Context()).ID), slog.String("error", err.Error()))
 	}
-	return outcome, nil
+	return apiErr
 }
 
-// cancelRide is POST /rides/{id}/cancel: refund one of the caller's own charged rides, exactly
-// once per Idempotency-Key, and at most once per ride. It takes no parameters but the ride in the
-// path. Every answer is counted in rocketrides_cancel_requests_total by its outcome.
-func (s *Server) cancelRide(w http.ResponseWriter, r *http.Request) {
-	outcome, apiErr := s.cancel(w, r)
-	s.metrics.CancelRequests.WithLabelValues(writeAnswer(w, outcome, apiErr, cancelOutcome)).Inc()
+// handleCancelRide is POST /rides/{id}/cancel: refund one of the caller's own charged rides,
+// exactly once per Idempotency-Key, and at most once per ride. It takes no parameters but the
+// ride in the path. Every answer is counted in rocketrides_cancel_requests_total by its
+// outcome.
+func (s *Server) handleCancelRide(w http.ResponseWriter, r *http.Request) {
+	s.serveKeyed(w, r, s.limiter.cancels, s.metrics.CancelRequests, cancelOutcome,
+		func(ctx context.Context, keyed phases.KeyedRequest, body []byte) (*phases.Outcome, *apiError) {
+			// A ride id that is no number names no ride. Like any unknown ride, that is a 404,
+			// but not one stored on a key.
+			id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+			if err != nil || id < 1 {
+				return nil, errNotFound("No such ride.")
+			}
+			if apiErr := noCancelParams(r.Header.Get("Content-Type"), body); apiErr != nil {
+				return nil, apiErr
+			}
+			outcome, err := s.executor.CancelRide(ctx, &phases.CancelRideRequest{KeyedRequest: keyed, RideID: id})
+			return outcome, s.errFromRun(ctx, r, "cancel", err)
+		})
 }
 
-// cancel validates a cancel and runs it through the phases, as bookRide does a booking.
-func (s *Server) cancel(w http.ResponseWriter, r *http.Request) (*phases.Outcome, *apiError) {
-	key, body, apiErr := keyAndBody(w, r)
+// noCancelParams refuses a cancel's body that holds any parameter: a cancel takes none.
+func noCancelParams(contentType string, body []byte) *apiError {
+	raw, apiErr := decodeRideParams(contentType, body)
 	if apiErr != nil {
-		return nil, apiErr
-	}
-	// A ride id that is no number names no ride; like any unknown ride, that is a 404, but not
-	// one stored on a key.
-	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
-	if err != nil || id < 1 {
-		return nil, errNotFound("No such ride.")
-	}
-	raw, apiErr := decodeRideParams(r.Header.Get("Content-Type"), body)
-	if apiErr != nil {
-		return nil, apiErr
+		return apiErr
 	}
 	for name := range raw {
-		return nil, errInvalidParameter(name, "A cancel takes no parameters; "+name+" is not one.")
+		return errInvalidParameter(name, "A cancel takes no parameters; "+name+" is not one.")
 	}
-	user := userFrom(r.Context())
-	return s.runPhases(r, "cancel", func(ctx context.Context) (*phases.Outcome, error) {
-		return s.executor.CancelRide(ctx, &phases.CancelRideRequest{
-			User:           user,
-			IdempotencyKey: key,
-			RideID:         id,
-			OriginIP:       clientAddr(r, s.trustedProxies),
-			AdmitNewKey:    s.admitNewKey(s.limiter.cancels, user.ID),
-		})
-	})
+	return nil
 }
 
-// getRide is GET /rides/{id}: one of the caller's own rides. Anyone else's is a 404, so that
+// handleGetRide is GET /rides/{id}: one of the caller's own rides. Anyone else's is a 404, so that
 // ride ids reveal nothing.
-func (s *Server) getRide(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleGetRide(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 	if err != nil {
 		writeProblem(w, errNotFound("No such ride."))
@@ -186,10 +190,10 @@ const (
 	listLimitMax     = 100
 )
 
-// listRides serves GET /rides: the caller's rides, newest first, a page at a time. A page ends
+// handleListRides is GET /rides: the caller's rides, newest first, a page at a time. A page ends
 // where limit says; has_more tells whether another follows, which starting_after (the last
 // ride's id) asks for.
-func (s *Server) listRides(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleListRides(w http.ResponseWriter, r *http.Request) {
 	query := r.URL.Query()
 	for name, values := range query {
 		if name != "limit" && name != "starting_after" {

@@ -121,10 +121,10 @@ func (s *Server) Handler() http.Handler {
 	// budget here, and its new key the bookings or cancels budget in the phases (admitNewKey).
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
-		r.With(s.limitRider(s.limiter.requests, s.metrics.RideRequests), s.readBody, s.shedLoad).Post("/rides", s.createRide)
-		r.With(s.limitRider(s.limiter.requests, s.metrics.CancelRequests), s.readBody, s.shedLoad).Post("/rides/{id}/cancel", s.cancelRide)
-		r.With(s.limitRider(s.limiter.reads, nil), s.shedLoad).Get("/rides", s.listRides)
-		r.With(s.limitRider(s.limiter.reads, nil), s.shedLoad).Get("/rides/{id}", s.getRide)
+		r.With(s.limitRider(s.limiter.requests, s.metrics.RideRequests), s.readBody, s.shedLoad).Post("/rides", s.handleCreateRide)
+		r.With(s.limitRider(s.limiter.requests, s.metrics.CancelRequests), s.readBody, s.shedLoad).Post("/rides/{id}/cancel", s.handleCancelRide)
+		r.With(s.limitRider(s.limiter.reads, nil), s.shedLoad).Get("/rides", s.handleListRides)
+		r.With(s.limitRider(s.limiter.reads, nil), s.shedLoad).Get("/rides/{id}", s.handleGetRide)
 	})
 	return r
 }

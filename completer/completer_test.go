@@ -326,8 +326,14 @@ func TestCompleterRunOnce(t *testing.T) {
 		}
 		lost := phases.New(b.Pool, b.FreshConnStripeClient(), slog.New(slog.DiscardHandler), phases.Config{})
 		b.Stripe.InjectRefundFaults(fakestripe.FaultChargeThenDrop, 1)
-		cancel := &phases.CancelRideRequest{User: b.Rider.User, IdempotencyKey: "completer-test-cancel-0001",
-			RideID: rideID, OriginIP: netip.MustParseAddr("203.0.113.7")}
+		cancel := &phases.CancelRideRequest{
+			KeyedRequest: phases.KeyedRequest{
+				User:           b.Rider.User,
+				IdempotencyKey: "completer-test-cancel-0001",
+				OriginIP:       netip.MustParseAddr("203.0.113.7"),
+			},
+			RideID: rideID,
+		}
 		if _, err := lost.CancelRide(context.Background(), cancel); err == nil {
 			t.Fatal("want the cancel to fail when the refund's answer is lost")
 		}

@@ -44,10 +44,12 @@ var keySeq atomic.Int64
 // newRequest is a ride request from rider with a key of its own.
 func newRequest(rider *ridetest.Rider) *phases.CreateRideRequest {
 	return &phases.CreateRideRequest{
-		User:           rider.User,
-		IdempotencyKey: fmt.Sprintf("completer-test-key-%04d", keySeq.Add(1)),
-		Params:         testParams,
-		OriginIP:       netip.MustParseAddr("203.0.113.7"),
+		KeyedRequest: phases.KeyedRequest{
+			User:           rider.User,
+			IdempotencyKey: fmt.Sprintf("completer-test-key-%04d", keySeq.Add(1)),
+			OriginIP:       netip.MustParseAddr("203.0.113.7"),
+		},
+		Params: testParams,
 	}
 }
 

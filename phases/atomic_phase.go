@@ -53,6 +53,20 @@ func (r SetRecoveryPoint) apply(progress *models.IdempotencyKeyProgress) error {
 	return nil
 }
 
+// HTTP status codes of the responses this package stores. They are plain numbers because the
+// state machine knows nothing of HTTP; the API serves whatever was stored.
+const (
+	statusOK                  = 200
+	statusCreated             = 201
+	statusNotFound            = 404
+	statusConflict            = 409
+	statusPaymentRequired     = 402
+	statusInternalServerError = 500
+)
+
+// methodPost is the method of every request this package runs, stored on its key.
+const methodPost = "POST"
+
 // Response finishes the request: it stores the status and body that this and every later
 // retry receive, moves the key to finished and unlocks it. Success ends with a Response, and so
 // does an error that no retry could change, such as a declined card.
@@ -81,11 +95,11 @@ func (r Response) apply(progress *models.IdempotencyKeyProgress) error {
 }
 
 // step is the work of an atomic phase at one recovery point: a request's switch over the
-// points the atomic phase covers (see createRide). It runs in the atomic phase's transaction,
-// reading through tx and queueing its writes on tx.Writes, and may run more than once (see
+// points the atomic phase covers (see CreateRide). It runs in the atomic phase's transaction,
+// reading through tx and queueing its writes on tx.Writes. It may run more than once (see
 // inSerializableTx), so it must keep no state outside the transaction that a second run would
 // trip over.
-type step func(ctx context.Context, tx *phaseTx, at models.RecoveryPoint) (PhaseAction, error)
+type step func(ctx context.Context, tx *phaseTx, r *run, at models.RecoveryPoint) (PhaseAction, error)
 
 // atomicPhase runs one atomic phase in one SERIALIZABLE transaction: step at the key's recovery
 // point, and again at each point its PhaseAction moves the key to, until the request finishes or
@@ -132,7 +146,7 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
 		progress := models.IdempotencyKeyProgress{RecoveryPoint: r.key.RecoveryPoint}
 		for progress.RecoveryPoint != models.RecoveryPointFinished {
 			at := progress.RecoveryPoint
-			action, err := step(ctx, tx, at)
+			action, err := step(ctx, tx, r, at)
 			if err != nil {
 				return err
 			}

@@ -2,12 +2,14 @@ package phases
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -159,4 +161,25 @@ func TestAtomicPhase(t *testing.T) {
 		b.requireCreate(t, newRequest(b.Rider))
 		b.requireOneChargedRide(t, b.Rider)
 	})
+}
+
+func TestResponseStoresNoRequestID(t *testing.T) {
+	t.Parallel()
+	p := problem.New(statusPaymentRequired, problem.CodeCardDeclined, "Card declined", "Declined.")
+	p.RequestID = "req_first_attempt"
+
+	var progress models.IdempotencyKeyProgress
+	if err := (Response{Status: statusPaymentRequired, Body: p}).apply(&progress); err != nil {
+		t.Fatal(err)
+	}
+	var stored problem.Problem
+	if err := json.Unmarshal(progress.ResponseBody, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.RequestID != "" || stored.Code != problem.CodeCardDeclined || stored.Detail != "Declined." {
+		t.Fatalf("want the problem stored without a request id, got %s", progress.ResponseBody)
+	}
+	if p.RequestID != "req_first_attempt" {
+		t.Fatal("want the phase's own problem left as it was")
+	}
 }

@@ -41,10 +41,12 @@ func benchSetup(b *testing.B) (*ridetest.Bundle, *Executor) {
 
 func benchRequest(rider *ridetest.Rider, key string) *CreateRideRequest {
 	return &CreateRideRequest{
-		User:           rider.User,
-		IdempotencyKey: key,
-		Params:         testParams,
-		OriginIP:       netip.MustParseAddr("203.0.113.7"),
+		KeyedRequest: KeyedRequest{
+			User:           rider.User,
+			IdempotencyKey: key,
+			OriginIP:       netip.MustParseAddr("203.0.113.7"),
+		},
+		Params: testParams,
 	}
 }
 

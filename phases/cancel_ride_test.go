@@ -22,8 +22,14 @@ import (
 const cancelKey = "cancel-5b0e3c1e-9a4f-4c3e-8d2a-0f6e1c2b7a90"
 
 func newCancel(rider *ridetest.Rider, rideID int64, key string) *CancelRideRequest {
-	return &CancelRideRequest{User: rider.User, IdempotencyKey: key, RideID: rideID,
-		OriginIP: netip.MustParseAddr("203.0.113.7")}
+	return &CancelRideRequest{
+		KeyedRequest: KeyedRequest{
+			User:           rider.User,
+			IdempotencyKey: key,
+			OriginIP:       netip.MustParseAddr("203.0.113.7"),
+		},
+		RideID: rideID,
+	}
 }
 
 // bookedRide books the test ride of rider and returns it.

@@ -24,7 +24,7 @@ func TestChargeRequestContract(t *testing.T) {
 		StripeIdempotencyKey: StripeIdempotencyKey([]byte("secret"), 1, "contract-0123456789abcdef")}
 	user := &models.User{ID: 1, StripeCustomerID: "cus_123"}
 
-	charge, err := executor.createCharge(context.Background(), key, user)
+	charge, err := executor.stripe.Charges.New(chargeParams(context.Background(), key, user))
 	if err != nil {
 		t.Fatalf("stripe-mock rejected our charge request: %s", err)
 	}

@@ -134,7 +134,7 @@ func TestChargeRide(t *testing.T) {
 		successor := New(b.Pool, b.StripeClient, b.executor.logger, Config{})
 
 		var successorOutcome *Outcome
-		b.executor.hooks.afterCharge = func(ctx context.Context) {
+		b.executor.hooks.afterStripeCall = func(ctx context.Context) {
 			// The first request stalls here past its lease; a retry takes over and finishes the
 			// request while the first one still holds Stripe's answer.
 			b.Exec(t, `UPDATE idempotency_keys SET locked_until = now() - interval '1 second'`)
@@ -151,7 +151,7 @@ func TestChargeRide(t *testing.T) {
 			t.Fatalf("want both requests to have asked Stripe (the second replayed), got %d", n)
 		}
 
-		b.executor.hooks.afterCharge = nil
+		b.executor.hooks.afterStripeCall = nil
 		replay, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
 		if err != nil || !replay.Replayed || string(replay.Body) != string(successorOutcome.Body) {
 			t.Fatalf("want the successor's response replayed, got %v %+v", err, replay)
@@ -173,7 +173,7 @@ func TestChargeRide(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		var successorToken int64
-		b.executor.hooks.afterCharge = func(context.Context) { successorToken = takeOver(t, b) }
+		b.executor.hooks.afterStripeCall = func(context.Context) { successorToken = takeOver(t, b) }
 
 		if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); !errors.Is(err, ErrLockLost) {
 			t.Fatalf("want ErrLockLost, got %v", err)
@@ -192,7 +192,7 @@ func TestChargeRide(t *testing.T) {
 		b := setup(t)
 		b.Stripe.InjectChargeFaults(fakestripe.FaultError500, 1)
 		var successorToken int64
-		b.executor.hooks.afterCharge = func(context.Context) { successorToken = takeOver(t, b) }
+		b.executor.hooks.afterStripeCall = func(context.Context) { successorToken = takeOver(t, b) }
 
 		_, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
 		requireUnavailable(t, err)

@@ -3,107 +3,119 @@ package phases
 import (
 	"context"
 	"fmt"
-	"net/netip"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/models"
+	"github.com/rocketrides/rocketrides/phases/resource"
 )
 
 // CreateRideRequest is one POST /rides, already authenticated and validated.
 type CreateRideRequest struct {
-	User           *models.User
-	IdempotencyKey string
-	Params         RideParams
-	OriginIP       netip.Addr
+	KeyedRequest
+	Params RideParams
 
 	// RaiseError makes the request fail right after ride_created, to demonstrate recovery.
 	// Honoured only when Config.SimulateErrors is set; not part of the compared params.
 	RaiseError bool
+}
 
-	// ResumeOnly makes the request work only a key that exists (see keyRequest.resumeOnly).
-	ResumeOnly bool
-
-	// AdmitNewKey, when set, is asked before the request makes a new key (see
-	// keyRequest.admitNewKey).
-	AdmitNewKey func() error
+// RideParams are the parameters of a ride request, as stored on its key and compared against
+// every retry. They are parsed numbers, not the client's strings, so "0" and "0.0" match.
+type RideParams struct {
+	OriginLat float64 `json:"origin_lat"`
+	OriginLon float64 `json:"origin_lon"`
+	TargetLat float64 `json:"target_lat"`
+	TargetLon float64 `json:"target_lon"`
 }
 
 // CreateRidePath is the request path stored on the key of every ride request.
 const CreateRidePath = "/rides"
 
-// CreateRide runs a ride request to its end, or as far as it can get (see runRequest).
+// CreateRide runs a ride request to its end, or as far as it can get (see runRequest). It is
+// the article's loop: two atomic phases around the one foreign state mutation, the Stripe
+// charge. Each atomic phase runs a switch over the recovery points it covers, from wherever the
+// key stands, in one SERIALIZABLE transaction that commits them with the point reached.
 func (e *Executor) CreateRide(ctx context.Context, req *CreateRideRequest) (*Outcome, error) {
 	if req.RaiseError && !e.config.SimulateErrors {
 		return nil, ErrSimulationDisabled
 	}
-	return e.runRequest(ctx, keyRequest{
-		user:           req.User,
-		idempotencyKey: req.IdempotencyKey,
-		method:         methodPost,
-		path:           CreateRidePath,
-		originIP:       req.OriginIP,
-		params:         req.Params,
-		sameParams:     sameParamsAs(req.Params),
-		resumeOnly:     req.ResumeOnly,
-		admitNewKey:    req.AdmitNewKey,
-	}, func(ctx context.Context, r *run) error {
-		return e.createRide(ctx, r, req)
+	return e.runRequest(ctx, request{
+		KeyedRequest: req.KeyedRequest,
+		method:       methodPost,
+		path:         CreateRidePath,
+		params:       req.Params,
+		sameParams:   sameParamsAs(req.Params),
+		raiseError:   req.RaiseError,
+
+		findRide: func(ctx context.Context, db models.DBTX, key *models.IdempotencyKey) (*models.Ride, error) {
+			return models.RideGetByIdempotencyKeyID(ctx, db, key.UserID, key.ID)
+		},
+
+		// Atomic phase 1: after the key's upsert, the local work up to the charge.
+		beforeMutation: func(ctx context.Context, tx *phaseTx, r *run, at models.RecoveryPoint) (PhaseAction, error) {
+			switch at {
+			case models.RecoveryPointStarted:
+				return e.createRideRecord(tx, r, req.Params) // -> ride_created
+			case models.RecoveryPointRideCreated:
+				return e.prepareStripeCall(ctx, tx, r) // the charge is next: commit
+			}
+			return NoOp{}, nil // charge_created: past the charge, atomic phase 2's
+		},
+
+		// The foreign state mutation, with no transaction open.
+		mutation: chargeMutation,
+		send:     e.sendCharge,
+
+		// Atomic phase 2: the local work after the charge.
+		afterMutation: func(ctx context.Context, tx *phaseTx, r *run, at models.RecoveryPoint) (PhaseAction, error) {
+			switch at {
+			case models.RecoveryPointRideCreated:
+				return e.recordCharge(ctx, tx, r) // -> charge_created, or finished (402)
+			case models.RecoveryPointChargeCreated:
+				return e.stageReceipt(ctx, tx, r) // -> finished (201)
+			}
+			return nil, fmt.Errorf("bug: a ride's atomic phase 2 at recovery point %q", at)
+		},
 	})
 }
 
-// createRide is the ride request, as the article's loop: two atomic phases around the one
-// foreign state mutation, the Stripe charge. Each atomic phase runs the phases of the recovery
-// points it covers, from wherever the key stands, in one SERIALIZABLE transaction that commits
-// them with the recovery point reached (atomicPhase); a phase that finishes the request early
-// (a declined card) stores its response, and the request ends there.
-func (e *Executor) createRide(ctx context.Context, r *run, req *CreateRideRequest) error {
-	// Atomic phase 1: find or create the key and lock it (upsertIdempotencyKey), then the local
-	// work up to the charge.
-	err := e.atomicPhase(ctx, r, func(ctx context.Context, tx *phaseTx, at models.RecoveryPoint) (PhaseAction, error) {
-		switch at {
-		case models.RecoveryPointStarted:
-			return e.createRideRecord(ctx, tx, r, req.Params) // -> ride_created
-		case models.RecoveryPointRideCreated:
-			return e.prepareCharge(ctx, tx, r) // the charge is next: commit
-		}
-		return NoOp{}, nil // charge_created: past the charge, atomic phase 2's
-	})
-	if err != nil || r.replayed {
-		return err
+// createRideRecord is the phase from started to ride_created: it inserts the ride and its audit
+// record. Nothing outside the database happens here, so it shares the atomic phase of the key's
+// upsert and of the charge's preparation.
+func (e *Executor) createRideRecord(tx *phaseTx, r *run, params RideParams) (PhaseAction, error) {
+	keyID := r.key.ID
+	r.ride = &models.Ride{
+		ID:               models.NewID(),
+		IdempotencyKeyID: &keyID,
+		OriginLat:        params.OriginLat,
+		OriginLon:        params.OriginLon,
+		TargetLat:        params.TargetLat,
+		TargetLon:        params.TargetLon,
+		UserID:           r.key.UserID,
 	}
-	if r.key.RecoveryPoint != models.RecoveryPointFinished {
-		// The request holds its key's lease from here on, for as long as it runs.
-		defer e.keepLease(ctx, r)()
-	}
-	e.faultPoint(ctx, FaultPoint(r.key.RecoveryPoint))
-	if r.key.RecoveryPoint == models.RecoveryPointFinished {
-		return nil
-	}
+	models.RideInsert(&tx.Writes, r.ride)
+	auditRide(tx, r, models.AuditActionRideCreated)
+	return SetRecoveryPoint{Name: models.RecoveryPointRideCreated}, nil
+}
 
-	// The foreign state mutation, with no transaction open: the charge, under the key's own
-	// Stripe idempotency key, so that Stripe charges once however often this is retried.
-	var answer *chargeAnswer
-	if r.key.RecoveryPoint == models.RecoveryPointRideCreated {
-		if req.RaiseError {
-			return ErrSimulated
-		}
-		if answer, err = e.sendCharge(ctx, r); err != nil {
-			return err
-		}
+// stageReceipt is the phase from charge_created to finished. Mailing a receipt is a foreign
+// state mutation too, but not one the rider has to wait for: the job is staged in staged_jobs
+// in this very transaction, and so exists if and only if the request finishes.
+func (e *Executor) stageReceipt(ctx context.Context, tx *phaseTx, r *run) (PhaseAction, error) {
+	if err := e.loadRide(ctx, tx, r); err != nil {
+		return nil, err
 	}
-
-	// Atomic phase 2: the local work after the charge.
-	err = e.atomicPhase(ctx, r, func(ctx context.Context, tx *phaseTx, at models.RecoveryPoint) (PhaseAction, error) {
-		switch at {
-		case models.RecoveryPointRideCreated:
-			return e.recordCharge(ctx, tx, r, answer) // -> charge_created, or finished (402)
-		case models.RecoveryPointChargeCreated:
-			return e.stageReceipt(ctx, tx, r) // -> finished (201)
-		}
-		return nil, fmt.Errorf("bug: atomic phase 2 at recovery point %q", at)
+	if r.ride.StripeChargeID == nil {
+		return nil, fmt.Errorf("bug: ride %d has no charge at %s", r.ride.ID, models.RecoveryPointChargeCreated)
+	}
+	err := stageJob(tx, r, jobargs.SendRideReceipt{
+		RideID:   r.ride.ID,
+		UserID:   r.key.UserID,
+		Amount:   RideAmountCents,
+		Currency: RideCurrency,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	e.faultPoint(ctx, FaultPoint(r.key.RecoveryPoint))
-	return nil
+	return Response{Status: statusCreated, Body: resource.NewRideCreated(r.ride)}, nil
 }

@@ -5,9 +5,9 @@
 // The phases form a directed acyclic graph:
 //
 //	(upsert the idempotency key: upsert_idempotency_key.go)
-//	started        -> ride_created   (create_ride_record.go: ride + audit record)
+//	started        -> ride_created   (createRideRecord: ride + audit record)
 //	ride_created   -> charge_created (charge_ride.go: the foreign state mutation, a Stripe charge)
-//	charge_created -> finished       (stage_receipt.go: stage the receipt job, store the response)
+//	charge_created -> finished       (stageReceipt: stage the receipt job, store the response)
 //
 // A phase may also jump straight to finished with a Response (a declined card), which is stored
 // on the key and replayed to every retry.
@@ -16,9 +16,9 @@
 // mutations. The request has one, the charge, so a new request commits twice: once with
 // everything up to the charge (key, ride, audit record, and the note that a charge is about to
 // be sent), and once with everything after it (the charge id, the staged receipt, the response).
-// createRide (create_ride.go) reads as that loop; the Executor (this file) and atomicPhase
-// (atomic_phase.go) are the machinery under it: the SERIALIZABLE transaction and its retries,
-// the lease on the key and the fence on its writes.
+// runRequest (this file) is that loop, for a ride (CreateRide, create_ride.go) and for a cancel
+// (CancelRide, cancel_ride.go) alike; atomicPhase (atomic_phase.go) is the machinery under it:
+// the SERIALIZABLE transaction and its retries, and the fence on the key's writes.
 package phases
 
 import (
@@ -116,7 +116,7 @@ func NewMetrics(reg prometheus.Registerer) *metrics.Phases {
 }
 
 // StripeKeyMemory is how long Stripe keeps an idempotency key and replays its first answer.
-// StripeKeyMaxAge plus RequestTimeout must stay under it: internal/bootstrap's checkRules, the
+// StripeKeyMaxAge plus RequestTimeout must stay under it: cmd/internal/bootstrap's checkRules, the
 // home of every rule that ties two settings together, says why.
 const StripeKeyMemory = 24 * time.Hour
 
@@ -164,28 +164,51 @@ type Outcome struct {
 	Replayed bool
 }
 
-// keyRequest is what every request type tells the executor about itself: which key it runs
-// under, and what the key stores and compares against every retry of it.
-type keyRequest struct {
-	user           *models.User
-	idempotencyKey string
-	method, path   string
-	originIP       netip.Addr
+// KeyedRequest is what every request that runs under an Idempotency-Key carries, whatever its
+// type.
+type KeyedRequest struct {
+	User           *models.User
+	IdempotencyKey string
+	OriginIP       netip.Addr
+
+	// ResumeOnly makes the request fail with ErrKeyNotFound when its key does not exist,
+	// rather than create the key. The completer sets it: a key reaped between the completer
+	// finding it and running it must not come back as a new request, with a new charge or
+	// refund.
+	ResumeOnly bool
+
+	// AdmitNewKey, when set, is asked before a new key is made, and only then. An error refuses
+	// the request: nothing is stored, and the error is returned as it is. The API spends a
+	// rider's budget of new bookings (or cancels) here, the one moment it knows a request is
+	// neither a replay nor a retry. It may be asked again if the transaction is retried.
+	AdmitNewKey func() error
+}
+
+// request is one request as the executor runs it: the key it runs under, with what the key
+// stores and compares against every retry, and the request type's own steps around its one
+// foreign state mutation (see CreateRide and CancelRide).
+type request struct {
+	KeyedRequest
+	method, path string
 
 	// params are stored on a new key as JSON; sameParams compares a retry's with them.
 	params     any
 	sameParams func(stored json.RawMessage) (bool, error)
 
-	// resumeOnly makes the request work only a key that exists, and fail with ErrKeyNotFound
-	// rather than create one. The completer sets it: a key reaped between the completer finding
-	// it and running it must not come back as a new request, with a new charge or refund.
-	resumeOnly bool
+	// findRide reads the request's ride: the ride a booking made, the ride a cancel names.
+	findRide func(ctx context.Context, db models.DBTX, key *models.IdempotencyKey) (*models.Ride, error)
 
-	// admitNewKey, when set, is asked before a new key is made, and only then: an error refuses
-	// the request, which stores nothing and returns the error as it is. The API spends a rider's
-	// budget of new bookings (or cancels) here, the one moment it knows a request is not a
-	// replay or a retry of a key. It may be asked again if the transaction is retried.
-	admitNewKey func() error
+	// beforeMutation is atomic phase 1's step, run after the key's upsert. mutation is the
+	// foreign state mutation, which send sends with no transaction open. afterMutation is
+	// atomic phase 2's step.
+	beforeMutation step
+	mutation       foreignMutation
+	send           func(ctx context.Context, r *run) *stripeAnswer
+	afterMutation  step
+
+	// raiseError makes the request fail right before its foreign state mutation, to
+	// demonstrate recovery (CreateRideRequest.RaiseError).
+	raiseError bool
 }
 
 // sameParamsAs returns the comparison of a key's stored params with params, decoded into their
@@ -202,7 +225,7 @@ func sameParamsAs[P comparable](params P) func(stored json.RawMessage) (bool, er
 
 // run is one run of a request through the phases: what it has learned so far.
 type run struct {
-	req keyRequest
+	req request
 
 	// key is the key as the last atomic phase committed it; nil until the first one has.
 	key *models.IdempotencyKey
@@ -222,21 +245,23 @@ type run struct {
 	// ride is the request's ride, once created or read.
 	ride *models.Ride
 
+	// answer is Stripe's answer to the foreign state mutation, once this run sent it.
+	answer *stripeAnswer
+
 	// staged is set by a phase that staged a job, so that the enqueuer is woken once the
 	// request's last commit is done.
 	staged bool
 }
 
-// runRequest runs a request of any type to its end, or as far as it can get: graph is the
-// request's own sequence of atomic phases and foreign state mutations (createRide, cancelRide).
-// It resumes from the key's recovery point when the key exists, and returns the stored response
-// when the key finished before. On an error the key is unlocked at its last recovery point, so
-// that a retry (the client's or the completer's) resumes from there.
-func (e *Executor) runRequest(ctx context.Context, req keyRequest, graph func(ctx context.Context, r *run) error) (*Outcome, error) {
+// runRequest runs a request of any type to its end, or as far as it can get. It resumes from
+// the key's recovery point when the key exists, and returns the stored response when the key
+// finished before. On an error the key is unlocked at its last recovery point, so that a retry
+// (the client's or the completer's) resumes from there.
+func (e *Executor) runRequest(ctx context.Context, req request) (*Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.config.RequestTimeout)
 	defer cancel()
 	r := &run{req: req, mu: &sync.Mutex{}}
-	if err := graph(ctx, r); err != nil {
+	if err := e.runPhases(ctx, r); err != nil {
 		e.unlockAfterError(ctx, r, err)
 		return nil, err
 	}
@@ -244,8 +269,8 @@ func (e *Executor) runRequest(ctx context.Context, req keyRequest, graph func(ct
 		e.stagedJobs.poke()
 	}
 
-	// Postgres hands jsonb back in its own layout; compacting it keeps what clients see small
-	// and identical between the first answer and every replay.
+	// Postgres hands jsonb back in its own layout. Compacting it keeps what clients see small,
+	// and the same in the first answer and every replay.
 	var body bytes.Buffer
 	if err := json.Compact(&body, r.key.ResponseBody); err != nil {
 		return nil, fmt.Errorf("error compacting stored response: %w", err)
@@ -253,60 +278,65 @@ func (e *Executor) runRequest(ctx context.Context, req keyRequest, graph func(ct
 	return &Outcome{StatusCode: *r.key.ResponseCode, Body: body.Bytes(), Replayed: r.replayed}, nil
 }
 
-// keepLease renews the lease on r's key every third of Config.LockLease until the returned
-// function stops it; createRide starts it once the first atomic phase has committed the lock. A
-// renewal that fails for want of a database is tried again at the next tick; one that
-// finds the key taken over stops renewing. Neither stops the request: if another request took
-// its key over, the request's next atomic phase finds a newer lock generation and commits
-// nothing (ErrLockLost), and that is where it ends.
-func (e *Executor) keepLease(ctx context.Context, r *run) (stop func()) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	mu := r.mu // read here, before any atomic phase rewrites the run (with the same mutex)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ticker := time.NewTicker(e.config.LockLease / 3)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-			if !e.renewLease(ctx, r, mu) {
-				return
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}
-
-// renewLease renews the lease on r's key once, and reports whether to go on renewing. mu is r's.
-func (e *Executor) renewLease(ctx context.Context, r *run, mu *sync.Mutex) bool {
-	mu.Lock()
-	defer mu.Unlock()
-	if r.key == nil || r.lockGeneration == 0 {
-		return true // no lock yet
+// runPhases is the article's loop, the same for every request type: atomic phase 1, the
+// foreign state mutation, atomic phase 2, each from wherever the key stands.
+func (e *Executor) runPhases(ctx context.Context, r *run) error {
+	// Atomic phase 1: find or create the key and lock it (upsertIdempotencyKey), then the local
+	// work up to the foreign state mutation.
+	if err := e.atomicPhase(ctx, r, r.req.beforeMutation); err != nil || r.replayed {
+		return err
 	}
 	if r.key.RecoveryPoint == models.RecoveryPointFinished {
-		return false
+		e.faultPoint(ctx, FaultPointFinished)
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.config.LockLease/3)
-	defer cancel()
-	held, err := models.IdempotencyKeyRenewLease(ctx, e.pool, r.key.UserID, r.key.ID, r.lockGeneration, e.config.LockLease)
+	// The request holds its key's lease from here on, for as long as it runs.
+	defer e.keepLease(ctx, r)()
+
+	// The foreign state mutation, with no transaction open, under the key's own Stripe
+	// idempotency key, so that Stripe acts once however often this is retried.
+	if r.key.RecoveryPoint == r.req.mutation.from {
+		e.faultPoint(ctx, r.req.mutation.next)
+		if r.req.raiseError {
+			return ErrSimulated
+		}
+		if err := e.callStripe(ctx, r); err != nil {
+			return err
+		}
+	}
+
+	// Atomic phase 2: the local work after the foreign state mutation.
+	if err := e.atomicPhase(ctx, r, r.req.afterMutation); err != nil {
+		return err
+	}
+	e.faultPoint(ctx, FaultPoint(r.key.RecoveryPoint))
+	return nil
+}
+
+// loadRide reads the request's ride, unless this run has it already.
+func (e *Executor) loadRide(ctx context.Context, tx *phaseTx, r *run) error {
+	if r.ride != nil {
+		return nil
+	}
+	ride, err := r.req.findRide(ctx, tx, r.key)
 	if err != nil {
-		e.logger.WarnContext(ctx, "Phases: failed to renew the lease of an idempotency key",
-			slog.Int64("idempotency_key_id", r.key.ID), slog.String("error", err.Error()))
-		return true
+		return fmt.Errorf("bug: no ride for key %d at %s: %w", r.key.ID, r.key.RecoveryPoint, err)
 	}
-	if !held {
-		e.logger.WarnContext(ctx, "Phases: lost the lease of an idempotency key to another request",
-			slog.Int64("idempotency_key_id", r.key.ID), slog.Int64("lock_generation", r.lockGeneration))
-	}
-	return held
+	r.ride = ride
+	return nil
+}
+
+// auditRide records, in the phase's transaction, what the request did to its ride.
+func auditRide(tx *phaseTx, r *run, action string) {
+	models.AuditRecordInsert(&tx.Writes, models.AuditRecordInsertParams{
+		ID:           models.NewID(),
+		Action:       action,
+		Data:         r.key.RequestParams,
+		OriginIP:     r.req.OriginIP,
+		ResourceID:   r.ride.ID,
+		ResourceType: "ride",
+		UserID:       r.key.UserID,
+	})
 }
 
 // unlockTimeout bounds the unlock that follows a failed run. It gets a context of its own
@@ -343,9 +373,9 @@ func (e *Executor) unlockAfterError(ctx context.Context, r *run, runErr error) {
 	}
 }
 
-// Resume runs an unfinished key's request to its end as its client would have, as user (the
-// key's), with the stored parameters and origin IP: the completer's way in, for requests of
-// every type. It works only a key that exists (ResumeOnly).
+// Resume runs an unfinished key's request to its end as its client would have: as user (the
+// key's), with the stored parameters and origin IP. It is the completer's way in, for requests
+// of every type, and works only a key that exists (ResumeOnly).
 func (e *Executor) Resume(ctx context.Context, user *models.User, key *models.IdempotencyKey) (*Outcome, error) {
 	switch {
 	case key.RequestPath == CreateRidePath:
@@ -353,14 +383,19 @@ func (e *Executor) Resume(ctx context.Context, user *models.User, key *models.Id
 		if err := json.Unmarshal(key.RequestParams, &params); err != nil {
 			return nil, fmt.Errorf("error decoding params of idempotency key %d: %w", key.ID, err)
 		}
-		return e.CreateRide(ctx, &CreateRideRequest{User: user, IdempotencyKey: key.IdempotencyKey,
-			Params: params, OriginIP: key.OriginIP, ResumeOnly: true})
-	default:
+		return e.CreateRide(ctx, &CreateRideRequest{KeyedRequest: resumed(user, key), Params: params})
+	case isCancelRidePath(key.RequestPath):
 		var params CancelRideParams
 		if err := json.Unmarshal(key.RequestParams, &params); err != nil || key.RequestPath != CancelRidePath(params.RideID) {
-			return nil, fmt.Errorf("idempotency key %d is of no request this release knows: %s %s", key.ID, key.RequestMethod, key.RequestPath)
+			return nil, fmt.Errorf("idempotency key %d is a cancel whose params %s name another ride than its path %s",
+				key.ID, key.RequestParams, key.RequestPath)
 		}
-		return e.CancelRide(ctx, &CancelRideRequest{User: user, IdempotencyKey: key.IdempotencyKey,
-			RideID: params.RideID, OriginIP: key.OriginIP, ResumeOnly: true})
+		return e.CancelRide(ctx, &CancelRideRequest{KeyedRequest: resumed(user, key), RideID: params.RideID})
 	}
+	return nil, fmt.Errorf("idempotency key %d is of no request this release knows: %s %s", key.ID, key.RequestMethod, key.RequestPath)
+}
+
+// resumed is the request that resumes key, as its client would have sent it again.
+func resumed(user *models.User, key *models.IdempotencyKey) KeyedRequest {
+	return KeyedRequest{User: user, IdempotencyKey: key.IdempotencyKey, OriginIP: key.OriginIP, ResumeOnly: true}
 }

@@ -10,10 +10,9 @@ import (
 // FaultPoint names a moment in a request at which failure tests crash or stall the process.
 type FaultPoint string
 
-// The fault points: right after each atomic phase commits, named for the recovery point it
-// committed (createRide fires them), and between Stripe's answer to a successful charge and the
-// phase that records it (the worst moment to die: Stripe charged and we do not know it yet;
-// sendCharge fires it).
+// The fault points: right after each atomic phase commits (runPhases fires them), and between
+// Stripe's answer to a successful charge or refund and the phase that records it (the worst
+// moment to die: Stripe acted and we do not know it yet; Executor.answered fires them).
 const (
 	// FaultPointRideCreated: the first atomic phase committed the key at ride_created, with its
 	// ride and audit record; the charge is next.
@@ -50,8 +49,9 @@ type testHooks struct {
 	// inPhase runs inside the atomic phase's transaction after each phase's own work, with the
 	// recovery point the phase started from.
 	inPhase func(ctx context.Context, tx models.DBTX, point models.RecoveryPoint) error
-	// afterCharge runs once Stripe has answered, before the answer is committed.
-	afterCharge func(ctx context.Context)
+	// afterStripeCall runs once Stripe has answered a charge or a refund, before the answer is
+	// committed.
+	afterStripeCall func(ctx context.Context)
 	// phaseTimeout is told how long an atomic phase may take; unlockTimeout, how long the
 	// unlock after a failed run may wait.
 	phaseTimeout  func(timeout time.Duration)

@@ -29,7 +29,7 @@ func TestLease(t *testing.T) {
 			retryErr            error
 			untilAtStart, until time.Time
 		)
-		executor.hooks.afterCharge = func(ctx context.Context) {
+		executor.hooks.afterStripeCall = func(ctx context.Context) {
 			once.Do(func() {
 				untilAtStart = *b.key(t, b.Rider).LockedUntil
 				time.Sleep(3 * lease) // Stripe is slow
@@ -57,7 +57,7 @@ func TestLease(t *testing.T) {
 		const lease = time.Second
 		executor := New(b.Pool, b.StripeClient, b.executor.logger, Config{LockLease: lease})
 		var successor int64
-		executor.hooks.afterCharge = func(context.Context) {
+		executor.hooks.afterStripeCall = func(context.Context) {
 			if err := b.Pool.QueryRow(ctx, `UPDATE idempotency_keys SET locked_at = now(),
 				locked_until = now() + interval '1 hour', lock_generation = lock_generation + 1
 				RETURNING lock_generation`).Scan(&successor); err != nil {

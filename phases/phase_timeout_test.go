@@ -67,7 +67,7 @@ func TestPhaseTimeoutAfterTheCharge(t *testing.T) {
 		LockLease:           time.Hour, // no renewal wants the connection meanwhile
 	})
 	var held *pgxpool.Conn
-	executor.hooks.afterCharge = func(ctx context.Context) {
+	executor.hooks.afterStripeCall = func(ctx context.Context) {
 		var err error
 		if held, err = pool.Acquire(ctx); err != nil {
 			t.Error(err)

@@ -69,10 +69,12 @@ const testKey = "key-0ccb7813-e63d-4377-93c5-476cb93038f3"
 
 func newRequest(rider *ridetest.Rider) *CreateRideRequest {
 	return &CreateRideRequest{
-		User:           rider.User,
-		IdempotencyKey: testKey,
-		Params:         testParams,
-		OriginIP:       netip.MustParseAddr("203.0.113.7"),
+		KeyedRequest: KeyedRequest{
+			User:           rider.User,
+			IdempotencyKey: testKey,
+			OriginIP:       netip.MustParseAddr("203.0.113.7"),
+		},
+		Params: testParams,
 	}
 }
 

@@ -20,13 +20,13 @@ import (
 // ErrKeyInUse, or replays the response if the winner finished meanwhile.
 func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run) (newKey bool, err error) {
 	req := r.req
-	existing, err := models.IdempotencyKeyGetForUpdate(ctx, tx, req.user.ID, req.idempotencyKey)
+	existing, err := models.IdempotencyKeyGetForUpdate(ctx, tx, req.User.ID, req.IdempotencyKey)
 	if errors.Is(err, models.ErrNotFound) {
-		if req.resumeOnly {
+		if req.ResumeOnly {
 			return false, ErrKeyNotFound
 		}
-		if req.admitNewKey != nil {
-			if err := req.admitNewKey(); err != nil {
+		if req.AdmitNewKey != nil {
+			if err := req.AdmitNewKey(); err != nil {
 				return false, err
 			}
 		}
@@ -34,20 +34,20 @@ func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run
 		if err != nil {
 			return false, fmt.Errorf("error encoding request params: %w", err)
 		}
-		stripeKey, err := e.stripeIdempotencyKey(ctx, tx, req.user.ID, req.idempotencyKey)
+		stripeKey, err := e.stripeIdempotencyKey(ctx, tx, req.User.ID, req.IdempotencyKey)
 		if err != nil {
 			return false, err
 		}
 		r.key = &models.IdempotencyKey{
 			ID:                   models.NewID(),
-			IdempotencyKey:       req.idempotencyKey,
+			IdempotencyKey:       req.IdempotencyKey,
 			RequestMethod:        req.method,
 			RequestParams:        params,
 			RequestPath:          req.path,
-			OriginIP:             req.originIP,
+			OriginIP:             req.OriginIP,
 			RecoveryPoint:        models.RecoveryPointStarted,
 			StripeIdempotencyKey: stripeKey,
-			UserID:               req.user.ID,
+			UserID:               req.User.ID,
 		}
 		return true, nil
 	}

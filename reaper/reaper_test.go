@@ -133,8 +133,14 @@ func TestReaperRunOnce(t *testing.T) {
 		}
 		noRefunds := stripeclient.New(stripeclient.Config{APIKey: ridetest.StripeAPIKey, URL: b.Stripe.URL,
 			Timeout: ridetest.StripeTimeout, Transport: refundsDropped{}})
-		cancel := &phases.CancelRideRequest{User: b.Rider.User, IdempotencyKey: "reaper-test-cancel-000001",
-			RideID: ride.ID, OriginIP: netip.MustParseAddr("203.0.113.7")}
+		cancel := &phases.CancelRideRequest{
+			KeyedRequest: phases.KeyedRequest{
+				User:           b.Rider.User,
+				IdempotencyKey: "reaper-test-cancel-000001",
+				OriginIP:       netip.MustParseAddr("203.0.113.7"),
+			},
+			RideID: ride.ID,
+		}
 		if _, err := phases.New(b.Pool, noRefunds, slog.New(slog.DiscardHandler), phases.Config{}).CancelRide(ctx, cancel); err == nil {
 			t.Fatal("want the cancel to fail with its refund dropped")
 		}

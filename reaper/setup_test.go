@@ -42,10 +42,12 @@ func (b *testBundle) request(t *testing.T, rider *ridetest.Rider, fail bool, age
 	t.Helper()
 	ctx := context.Background()
 	req := &phases.CreateRideRequest{
-		User:           rider.User,
-		IdempotencyKey: fmt.Sprintf("reaper-test-key-%06d", keySeq.Add(1)),
-		Params:         phases.RideParams{OriginLat: 37.7749, OriginLon: -122.4194, TargetLat: 37.3382, TargetLon: -121.8863},
-		OriginIP:       netip.MustParseAddr("203.0.113.7"),
+		KeyedRequest: phases.KeyedRequest{
+			User:           rider.User,
+			IdempotencyKey: fmt.Sprintf("reaper-test-key-%06d", keySeq.Add(1)),
+			OriginIP:       netip.MustParseAddr("203.0.113.7"),
+		},
+		Params: phases.RideParams{OriginLat: 37.7749, OriginLon: -122.4194, TargetLat: 37.3382, TargetLon: -121.8863},
 	}
 	if fail {
 		b.Stripe.InjectChargeFaults(fakestripe.FaultError500, 1)

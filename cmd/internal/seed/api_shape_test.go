@@ -31,10 +31,12 @@ func TestSeedLooksLikeTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	outcome, err := executor.CreateRide(ctx, &phases.CreateRideRequest{
-		User:           b.Rider.User,
-		IdempotencyKey: idempotencyKey,
-		Params:         phases.RideParams{OriginLat: 37.7749, OriginLon: -122.4194, TargetLat: 37.3382, TargetLon: -121.8863},
-		OriginIP:       netip.MustParseAddr("203.0.113.7"),
+		KeyedRequest: phases.KeyedRequest{
+			User:           b.Rider.User,
+			IdempotencyKey: idempotencyKey,
+			OriginIP:       netip.MustParseAddr("203.0.113.7"),
+		},
+		Params: phases.RideParams{OriginLat: 37.7749, OriginLon: -122.4194, TargetLat: 37.3382, TargetLon: -121.8863},
 	})
 	if err != nil || outcome.StatusCode != 201 {
 		t.Fatalf("want the ride booked, got %+v, %v", outcome, err)

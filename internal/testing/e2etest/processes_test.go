@@ -247,10 +247,12 @@ func finishRequest(t *testing.T, b *ridetest.Bundle, key string) {
 func createRide(b *ridetest.Bundle, rider *ridetest.Rider, key string) (*phases.Outcome, error) {
 	executor := phases.New(b.Pool, b.StripeClient, slog.New(slog.DiscardHandler), phases.Config{})
 	return executor.CreateRide(context.Background(), &phases.CreateRideRequest{
-		User:           rider.User,
-		IdempotencyKey: key,
-		Params:         phases.RideParams{OriginLat: 1, OriginLon: 2, TargetLat: 3, TargetLon: 4},
-		OriginIP:       netip.MustParseAddr("203.0.113.7"),
+		KeyedRequest: phases.KeyedRequest{
+			User:           rider.User,
+			IdempotencyKey: key,
+			OriginIP:       netip.MustParseAddr("203.0.113.7"),
+		},
+		Params: phases.RideParams{OriginLat: 1, OriginLon: 2, TargetLat: 3, TargetLon: 4},
 	})
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// TestChargeOutcome pins how every kind of failed charge is classified: refused for good
+// TestChargeOutcome pins how every kind of failed charge is sorted: refused for good
 // (stored 402), stuck at Stripe (stored 500 for review), or indeterminate (503, retried).
 func TestChargeOutcome(t *testing.T) {
 	t.Parallel()
@@ -67,16 +67,16 @@ func TestChargeOutcome(t *testing.T) {
 				t.Fatalf("want indeterminate=%t", tt.retry)
 			}
 			// The outcome the Stripe call's log line names follows the same sorting.
-			want := ChargeError
+			want := StripeError
 			switch {
 			case tt.refusal != "":
-				want = ChargeOutcome(tt.refusal) // the problem code the rider gets
+				want = StripeOutcome(tt.refusal) // the problem code the rider gets
 			case tt.stuck != "":
-				want = ChargeNeedsReview
+				want = StripeNeedsReview
 			case tt.retry:
-				want = ChargeUnavailable
+				want = StripeUnavailable
 			}
-			if got := chargeOutcome(sortChargeAnswer(1, nil, tt.err)); got != want {
+			if got := sortChargeAnswer(1, nil, tt.err).outcome; got != want {
 				t.Fatalf("want outcome %q, got %q", want, got)
 			}
 		})

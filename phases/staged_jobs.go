@@ -2,6 +2,8 @@ package phases
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -10,6 +12,19 @@ import (
 
 	"github.com/rocketrides/rocketrides/models"
 )
+
+// stageJob stages a job (a receipt) in staged_jobs, in the phase's transaction: the job exists
+// if and only if the phase commits. The enqueuer hands it to River once it is committed, woken
+// by runRequest through stagedJobsNotifier.
+func stageJob(tx *phaseTx, r *run, args interface{ Kind() string }) error {
+	encoded, err := json.Marshal(args)
+	if err != nil {
+		return fmt.Errorf("error encoding %s job: %w", args.Kind(), err)
+	}
+	models.StagedJobInsert(&tx.Writes, r.key.UserID, args.Kind(), encoded)
+	r.staged = true
+	return nil
+}
 
 // stagedJobsNotifier wakes the enqueuer after a request committed staged jobs (a receipt): one
 // NOTIFY on models.StagedJobsChannel, sent after the commit and outside the transaction, and
