@@ -128,21 +128,21 @@ func newHistory(ids *idSource, userID int64, start, end time.Time) (*history, er
 
 	return &history{
 		key: models.IdempotencyKey{
-			ID:                   keyID,
-			CreatedAt:            createdAt,
-			IdempotencyKey:       idempotencyKey,
-			LastRunAt:            createdAt,
-			LockedAt:             nil, // finished keys are unlocked
-			RequestMethod:        requestMethod,
-			RequestParams:        paramsJSON,
-			RequestPath:          requestPath,
-			OriginIP:             originIP,
-			ResponseCode:         &responseCode,
-			ResponseBody:         body,
-			RecoveryPoint:        models.RecoveryPointFinished,
-			StripeIdempotencyKey: phases.StripeIdempotencyKey(seedStripeKeySecret, userID, idempotencyKey),
-			ForeignMutationAttemptedAt:    &createdAt,
-			UserID:               userID,
+			ID:                         keyID,
+			CreatedAt:                  createdAt,
+			IdempotencyKey:             idempotencyKey,
+			LastRunAt:                  createdAt,
+			LockedAt:                   nil, // finished keys are unlocked
+			RequestMethod:              requestMethod,
+			RequestParams:              paramsJSON,
+			RequestPath:                requestPath,
+			OriginIP:                   originIP,
+			ResponseCode:               &responseCode,
+			ResponseBody:               body,
+			RecoveryPoint:              models.RecoveryPointFinished,
+			StripeIdempotencyKey:       phases.StripeIdempotencyKey(seedStripeKeySecret, userID, idempotencyKey),
+			ForeignMutationAttemptedAt: &createdAt,
+			UserID:                     userID,
 		},
 		ride: ride,
 		receipt: models.RideReceipt{

@@ -377,20 +377,20 @@ func (s *murphyStack) stripeControl(method, path string, in, out any) {
 
 // keyRow is an idempotency key as stored.
 type keyRow struct {
-	ID                int64
-	RecoveryPoint     string
-	Locked            bool
-	LeaseLeft         time.Duration // how long until the key's lease runs out, by the database's clock
-	LockedUntil       time.Time     // when the key's lease runs out; zero if unlocked
-	LockExpired       bool          // locked, and longer ago than the lock timeout
-	ForeignMutationAttempted   bool
-	ResponseCode      *int
-	ResponseBody      []byte
-	StripeKey         string
-	LastError         *string
-	RideID            *int64
-	RideStripeCharge  *string
-	RideReceiptSentAt *time.Time
+	ID                       int64
+	RecoveryPoint            string
+	Locked                   bool
+	LeaseLeft                time.Duration // how long until the key's lease runs out, by the database's clock
+	LockedUntil              time.Time     // when the key's lease runs out; zero if unlocked
+	LockExpired              bool          // locked, and longer ago than the lock timeout
+	ForeignMutationAttempted bool
+	ResponseCode             *int
+	ResponseBody             []byte
+	StripeKey                string
+	LastError                *string
+	RideID                   *int64
+	RideStripeCharge         *string
+	RideReceiptSentAt        *time.Time
 }
 
 // key reads the rider's key and its ride, if any.
