@@ -107,3 +107,22 @@ func (e *Executor) recordCharge(ctx context.Context, tx *phaseTx, r *run) (Phase
 	tx.afterWrites(func(batch *pgx.Batch) { applyKeptEvents(batch, ride, kept) })
 	return SetRecoveryPoint{Name: models.RecoveryPointChargeCreated}, nil
 }
+
+// applyKeptEvents queues on batch the application of the events kept for ride's charge: the
+// ride moves to the status of highest precedence among them, judged in SQL against the status it
+// has by then, and each names the ride from now on. It queues nothing when none was kept. It
+// leaves ride as it is: the attempt may fail at its COMMIT, and the retry must queue the raise
+// again.
+func applyKeptEvents(batch *pgx.Batch, ride *models.Ride, kept []models.KeptStripeEvent) {
+	if len(kept) == 0 {
+		return
+	}
+	status := models.RideStatusBooked
+	ids := make([]string, len(kept))
+	for i, event := range kept {
+		status = status.Raise(event.Status)
+		ids[i] = event.ID
+	}
+	models.RideRaiseStatusByID(batch, ride.UserID, ride.ID, status)
+	models.StripeEventsSetRide(batch, ids, ride.ID)
+}

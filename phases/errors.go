@@ -40,17 +40,3 @@ var (
 	// ErrSimulationDisabled: raise_error was sent to a server that does not simulate errors.
 	ErrSimulationDisabled = errors.New("raise_error is only accepted when SIMULATE_ERRORS is on")
 )
-
-// PaymentUnavailableError means Stripe could not be asked, or did not answer definitively:
-// a timeout, a dropped connection, a 5xx, a rate limit, or a rejection of our own API key.
-// Nothing is stored; a retry re-sends the charge with the same Stripe idempotency key, so a
-// charge that did go through is replayed by Stripe rather than made twice.
-type PaymentUnavailableError struct {
-	Err error
-}
-
-func (e *PaymentUnavailableError) Error() string {
-	return "payment processor unavailable: " + e.Err.Error()
-}
-
-func (e *PaymentUnavailableError) Unwrap() error { return e.Err }

@@ -49,6 +49,20 @@ const (
 	StripeError       StripeOutcome = "error"                                                // anything else: our bug
 )
 
+// PaymentUnavailableError means Stripe could not be asked, or did not answer definitively:
+// a timeout, a dropped connection, a 5xx, a rate limit, or a rejection of our own API key.
+// Nothing is stored; a retry re-sends the charge with the same Stripe idempotency key, so a
+// charge that did go through is replayed by Stripe rather than made twice.
+type PaymentUnavailableError struct {
+	Err error
+}
+
+func (e *PaymentUnavailableError) Error() string {
+	return "payment processor unavailable: " + e.Err.Error()
+}
+
+func (e *PaymentUnavailableError) Unwrap() error { return e.Err }
+
 // stripeAnswer is what became of a Stripe call. The next atomic phase records it, unless
 // failure says the call is to be sent again.
 type stripeAnswer struct {

@@ -118,25 +118,6 @@ func (e *Executor) ApplyStripeEvent(ctx context.Context, event *stripe.Event) (E
 	return result, rideID, nil
 }
 
-// applyKeptEvents queues on batch the application of the events kept for ride's charge: the
-// ride moves to the status of highest precedence among them, judged in SQL against the status it
-// has by then, and each names the ride from now on. It queues nothing when none was kept. It
-// leaves ride as it is: the attempt may fail at its COMMIT, and the retry must queue the raise
-// again.
-func applyKeptEvents(batch *pgx.Batch, ride *models.Ride, kept []models.KeptStripeEvent) {
-	if len(kept) == 0 {
-		return
-	}
-	status := models.RideStatusBooked
-	ids := make([]string, len(kept))
-	for i, event := range kept {
-		status = status.Raise(event.Status)
-		ids[i] = event.ID
-	}
-	models.RideRaiseStatusByID(batch, ride.UserID, ride.ID, status)
-	models.StripeEventsSetRide(batch, ids, ride.ID)
-}
-
 // ApplyKeptStripeEvents applies the events kept for a charge that a ride records by now, of those
 // received within the last receivedWithin, and returns how many it applied: the events that
 // name a ride because of it, not those a concurrent record of the charge applied. It reads them in
