@@ -275,15 +275,8 @@ func (p *program) walk(roots []*ssa.Function, kept map[string]bool) walked {
 				queue = append(queue, step{e.Callee.Func, fn, dynamic})
 			}
 		}
-		var ops []*ssa.Value
-		for _, b := range fn.Blocks {
-			for _, instr := range b.Instrs {
-				for _, op := range instr.Operands(ops[:0]) {
-					if f, ok := (*op).(*ssa.Function); ok {
-						queue = append(queue, step{f, fn, false})
-					}
-				}
-			}
+		for _, f := range functionsIn(fn, true) {
+			queue = append(queue, step{f, fn, false})
 		}
 	}
 	for fn := range pending {
@@ -292,25 +285,36 @@ func (p *program) walk(roots []*ssa.Function, kept map[string]bool) walked {
 	return w
 }
 
-// makersOf maps each function to the functions among funcs that make it a value: that create
-// it as a closure or refer to it other than as the callee of a static call.
+// makersOf maps each function to the functions among funcs that make it a value.
 func makersOf(funcs map[*ssa.Function]bool) map[*ssa.Function][]*ssa.Function {
 	makers := map[*ssa.Function][]*ssa.Function{}
 	for fn := range funcs {
-		var ops []*ssa.Value
-		for _, b := range fn.Blocks {
-			for _, instr := range b.Instrs {
-				var callee *ssa.Value
-				if call, ok := instr.(ssa.CallInstruction); ok {
-					callee = &call.Common().Value
-				}
-				for _, op := range instr.Operands(ops[:0]) {
-					if f, ok := (*op).(*ssa.Function); ok && op != callee && !slices.Contains(makers[f], fn) {
-						makers[f] = append(makers[f], fn)
-					}
-				}
+		for _, f := range functionsIn(fn, false) {
+			if !slices.Contains(makers[f], fn) {
+				makers[f] = append(makers[f], fn)
 			}
 		}
 	}
 	return makers
+}
+
+// functionsIn returns the functions fn's code refers to: those it makes a value (creates as a
+// closure, takes as a value) and, with callees, those it calls by name.
+func functionsIn(fn *ssa.Function, callees bool) []*ssa.Function {
+	var out []*ssa.Function
+	var ops []*ssa.Value
+	for _, b := range fn.Blocks {
+		for _, instr := range b.Instrs {
+			var callee *ssa.Value
+			if call, ok := instr.(ssa.CallInstruction); ok && !callees {
+				callee = &call.Common().Value
+			}
+			for _, op := range instr.Operands(ops[:0]) {
+				if f, ok := (*op).(*ssa.Function); ok && op != callee {
+					out = append(out, f)
+				}
+			}
+		}
+	}
+	return out
 }

@@ -103,6 +103,11 @@ func (p *program) report(opts options, rd readme) (*report, error) {
 		}
 		kept[k] = true
 	}
+	for i, fn := range roots {
+		if !kept[topOf(fn).Pkg.Pkg.Path()] {
+			return nil, fmt.Errorf("root %q: not in a kept package (-keep)", opts.roots[i])
+		}
+	}
 
 	rep := &report{
 		Roots:        opts.roots,
@@ -123,33 +128,11 @@ func (p *program) report(opts options, rd readme) (*report, error) {
 	lines := map[string]map[int]bool{}
 	w := p.walk(roots, kept)
 	for _, fn := range w.leftOut {
-		name := p.name(fn)
-		top := fn
-		for top.Parent() != nil {
-			top = top.Parent()
-		}
-		if targs := top.TypeArgs(); len(targs) > 0 {
-			var ts []string
-			for _, t := range targs {
-				ts = append(ts, types.TypeString(t, (*types.Package).Name))
-			}
-			name += " [" + strings.Join(ts, ", ") + "]"
-		}
-		rep.LeftOut = append(rep.LeftOut, name)
+		rep.LeftOut = append(rep.LeftOut, p.instanceName(fn))
 	}
 	slices.Sort(rep.LeftOut)
 	if opts.why != "" {
-		for _, fn := range w.reached {
-			if nameKey(p.name(fn)) != nameKey(opts.why) {
-				continue
-			}
-			var path []string
-			for f := fn; f != nil; f = w.via[f] {
-				path = append([]string{p.name(f)}, path...)
-			}
-			rep.Why = append(rep.Why, path)
-		}
-		if len(rep.Why) == 0 {
+		if rep.Why = p.why(w, opts.why); len(rep.Why) == 0 {
 			return nil, fmt.Errorf("-why %s: no such function on the path", opts.why)
 		}
 	}
@@ -198,6 +181,39 @@ func (p *program) report(opts options, rd readme) (*report, error) {
 			len(rep.UncoveredFunctions), strings.Join(rep.UncoveredFunctions, ", ")))
 	}
 	return rep, nil
+}
+
+// instanceName is fn's name followed by the type arguments of the generic function it is an
+// instance of, if it is one, so that two instances can be told apart.
+func (p *program) instanceName(fn *ssa.Function) string {
+	top := fn
+	for top.Parent() != nil {
+		top = top.Parent()
+	}
+	var targs []string
+	for _, t := range top.TypeArgs() {
+		targs = append(targs, types.TypeString(t, (*types.Package).Name))
+	}
+	if len(targs) == 0 {
+		return p.name(fn)
+	}
+	return p.name(fn) + " [" + strings.Join(targs, ", ") + "]"
+}
+
+// why returns the path from a root to each reached function called name, the root first.
+func (p *program) why(w walked, name string) [][]string {
+	var paths [][]string
+	for _, fn := range w.reached {
+		if nameKey(p.name(fn)) != nameKey(name) {
+			continue
+		}
+		var path []string
+		for f := fn; f != nil; f = w.via[f] {
+			path = append([]string{p.name(f)}, path...)
+		}
+		paths = append(paths, path)
+	}
+	return paths
 }
 
 // print writes the report for a person.

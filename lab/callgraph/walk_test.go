@@ -171,6 +171,24 @@ func TestTinyModule(t *testing.T) {
 		t.Errorf("left out %v, want %v", rep.LeftOut, want)
 	}
 
+	// The same as a person reads it.
+	var text, textErr bytes.Buffer
+	if code := run([]string{"-dir", dir, "-roots", "a.Root", "-keep", "a,b"}, &text, &textErr); code != 0 {
+		t.Fatalf("exit status %d: %s", code, textErr.String())
+	}
+	for _, line := range []string{
+		"6 functions in 2 files: 11 body lines, 4 doc comment lines",
+		"a/a.go          4           9  reading order #1",
+		"b/b.go          2           2  not in the reading order; 1 of 2 functions skipped",
+		"Called through function values that only code off the path makes, not counted (1):\n  a.triple\n",
+		"Files not covered (1):\n  b/b.go\n",
+		"Functions not covered (1):\n  b.Helper\n",
+	} {
+		if !strings.Contains(text.String(), line) {
+			t.Errorf("the report says no %q:\n%s", line, text.String())
+		}
+	}
+
 	why, code, stderr := runJSON(t, "-dir", dir, "-roots", "a.Root", "-keep", "a,b", "-why", "b.Leaf")
 	if want := [][]string{{"a.Root", "a.Root$1", "b.Leaf"}}; code != 0 || !slices.EqualFunc(why.Why, want, slices.Equal) {
 		t.Errorf("-why b.Leaf: %v (exit status %d: %s), want %v", why.Why, code, stderr, want)
@@ -205,6 +223,7 @@ func TestLimits(t *testing.T) {
 		{"NotCovered", []string{"-require-covered"}, 1, "1 reached functions are neither in the README's reading order nor skipped: b.Helper"},
 		{"MissingRoot", []string{"-roots", "a.Root,a.(*Greeter).Bye"}, 2, `root "a.(*Greeter).Bye": type Greeter has no method Bye`},
 		{"MissingPackage", []string{"-roots", "c.Root"}, 2, `root "c.Root": no package c in the module`},
+		{"RootNotKept", []string{"-roots", "lib.Do"}, 2, `root "lib.Do": not in a kept package (-keep)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"-dir", dir, "-roots", "a.Root", "-keep", "a,b"}, tt.args...)
