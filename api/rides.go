@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
@@ -84,6 +85,58 @@ func writeAnswer(w http.ResponseWriter, outcome *phases.Outcome, apiErr *apiErro
 		writeBody(w, outcome.StatusCode, jsonContentType, outcome.Body)
 	}
 	return outcomeOf(outcome.StatusCode, code, outcome.Replayed)
+}
+
+// rideOutcome names how a ride request ended, for rocketrides_ride_requests_total: from the
+// status and problem code it was answered with, and whether the answer was a replay.
+func rideOutcome(status int, code problem.Code, replayed bool) string {
+	switch {
+	case replayed:
+		return metrics.RideReplayed
+	case status < 300:
+		return metrics.RideCreated
+	}
+	switch code {
+	case problem.CodeCardDeclined:
+		return metrics.RideCardDeclined
+	case problem.CodePaymentRejected:
+		return metrics.RidePaymentRejected
+	case problem.CodeIdempotencyKeyInUse:
+		return metrics.RideKeyInUse
+	case problem.CodeIdempotencyKeyReused:
+		return metrics.RideKeyReused
+	case problem.CodeRequestConflict:
+		return metrics.RideConflict
+	case problem.CodePaymentProcessorUnavailable:
+		return metrics.RidePaymentUnavailable
+	case problem.CodePaymentNeedsReview:
+		return metrics.RideNeedsReview
+	}
+	switch {
+	case status == http.StatusTooManyRequests:
+		return metrics.RideRateLimited
+	case status < 500:
+		return metrics.RideInvalid
+	default:
+		return metrics.RideError
+	}
+}
+
+// cancelOutcome names how a cancel ended, for rocketrides_cancel_requests_total: a problem code
+// of the cancel's own, or the outcome a ride request would have had.
+func cancelOutcome(status int, code problem.Code, replayed bool) string {
+	switch {
+	case replayed:
+		return metrics.RideReplayed
+	case status < 300:
+		return metrics.CancelCancelled
+	}
+	switch code {
+	case problem.CodeRideAlreadyCancelled, problem.CodeRideAlreadyRefunded, problem.CodeRideDisputed,
+		problem.CodeRideNotCharged, problem.CodeNotFound:
+		return string(code)
+	}
+	return rideOutcome(status, code, false)
 }
 
 // keyAndBody reads what every request run through the phases carries: its Idempotency-Key and

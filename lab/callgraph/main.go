@@ -51,7 +51,7 @@ import (
 // enqueuer's drain of one batch of staged jobs, and the worker that mails the receipt.
 // enqueuer's RunOnce wraps runOnce, which does the drain, with logging and metrics.
 var defaultRoots = []string{
-	"api.(*Server).createRide",
+	"api.(*Server).handleCreateRide",
 	"enqueuer.(*Enqueuer).runOnce",
 	"workers.(*SendRideReceiptWorker).Work",
 }
