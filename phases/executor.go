@@ -1,24 +1,27 @@
 // Package phases is the state machine of "Implementing Stripe-like Idempotency Keys in
-// Postgres": a ride request broken into phases, each of which commits the recovery point it
-// reached together with its work, so that a retry resumes where the last attempt stopped.
+// Postgres". A request is broken into phases. Each phase commits its work together with the
+// recovery point it reached, so a retry resumes where the last attempt stopped.
 //
-// The phases form a directed acyclic graph:
+// A ride's phases form a directed acyclic graph (create_ride.go):
 //
 //	(upsert the idempotency key: upsert_idempotency_key.go)
 //	started        -> ride_created   (createRideRecord: ride + audit record)
 //	ride_created   -> charge_created (charge_ride.go: the foreign state mutation, a Stripe charge)
 //	charge_created -> finished       (stageReceipt: stage the receipt job, store the response)
 //
-// A phase may also jump straight to finished with a Response (a declined card), which is stored
-// on the key and replayed to every retry.
+// A phase may also jump straight to finished with a Response (a declined card). The response is
+// stored on the key and replayed to every retry. A cancel has its own graph, started ->
+// refund_created -> finished (cancel_ride.go).
 //
-// An atomic phase, in the article's own definition, is the local work between two foreign state
-// mutations. The request has one, the charge, so a new request commits twice: once with
-// everything up to the charge (key, ride, audit record, and the note that a charge is about to
-// be sent), and once with everything after it (the charge id, the staged receipt, the response).
-// runRequest (this file) is that loop, for a ride (CreateRide, create_ride.go) and for a cancel
-// (CancelRide, cancel_ride.go) alike; atomicPhase (atomic_phase.go) is the machinery under it:
-// the SERIALIZABLE transaction and its retries, and the fence on the key's writes.
+// An atomic phase, in the article's definition, is the local work between two foreign state
+// mutations. Each request has one Stripe call (a ride's charge, a cancel's refund), so it
+// commits twice: once with everything before the call, once with everything after it.
+// runPhases (this file) is that loop, the same for both requests. atomicPhase
+// (atomic_phase.go) is the machinery under it: the SERIALIZABLE transaction, its retries, the
+// fence on the key's writes and the lease.
+//
+// The package also applies Stripe's webhook events to rides (webhook_events.go). That is no
+// phase, but it writes the rides that the phases write, in the same kind of transaction.
 package phases
 
 import (

@@ -21,7 +21,7 @@ type Config struct {
 
 	// Timeout bounds one call. Default TimeoutDefault. It must leave room within the request's
 	// own bound (phases.Config.RequestTimeout), or no charge could be answered within its
-	// request; internal/bootstrap's checkRules checks that.
+	// request; cmd/internal/bootstrap's checkRules checks that.
 	Timeout time.Duration
 
 	// Transport, if set, replaces http.DefaultTransport. Note that Go's transport itself
