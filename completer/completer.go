@@ -91,13 +91,15 @@ func (c Config) maxAge() time.Duration { return c.ReapAfter - ReapMargin }
 
 // Completer is the maintenance service that finishes abandoned requests. Any number of them may
 // run at once, beside any number of API processes: each key is taken with its own lock, the
-// same way a request takes it, so two runs never work one key.
+// same way a request takes it, so two runs never work one key. Stop leaves a key it interrupts
+// unlocked at its recovery point, for the next pass.
 type Completer struct {
+	maintenance.StartStop
+
 	config   Config
 	executor *phases.Executor
 	logger   *slog.Logger
 	pool     *pgxpool.Pool
-	loop     *maintenance.Loop
 
 	// beforeComplete, nil outside tests, runs between listing the keys and running each.
 	beforeComplete func()
@@ -111,24 +113,14 @@ func New(pool *pgxpool.Pool, executor *phases.Executor, logger *slog.Logger, con
 		logger:   logger,
 		pool:     pool,
 	}
-	c.loop = &maintenance.Loop{
+	c.StartStop = maintenance.NewStartStop(&maintenance.Loop{
 		Name:     "Completer",
 		RunOnce:  c.runLoopOnce,
 		Interval: c.config.Interval,
 		Logger:   logger,
-	}
+	})
 	return c
 }
-
-// Start runs passes in the background until ctx ends or Stop is called.
-func (c *Completer) Start(ctx context.Context) error {
-	c.loop.Start(ctx)
-	return nil
-}
-
-// Stop ends the background passes and waits for the one in progress. A key it interrupts is
-// unlocked at its recovery point by the phases, for the next pass.
-func (c *Completer) Stop() { c.loop.Stop() }
 
 // Result counts what one pass did with the keys it found.
 type Result struct {

@@ -61,12 +61,14 @@ func (c Config) withDefaults() Config {
 }
 
 // Reaper is the maintenance service that deletes old keys. Any number may run at once: each
-// pass locks the keys it takes and skips those another pass holds.
+// pass locks the keys it takes and skips those another pass holds. Stop lets the pass in
+// progress commit or roll back whole.
 type Reaper struct {
+	maintenance.StartStop
+
 	config Config
 	logger *slog.Logger
 	pool   *pgxpool.Pool
-	loop   *maintenance.Loop
 
 	// keys says whether idempotency_keys is distributed by rider (Citus).
 	keys models.DistributedTable
@@ -80,7 +82,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger, config Config) *Reaper {
 		pool:   pool,
 		keys:   models.DistributedTable{Table: "idempotency_keys"},
 	}
-	r.loop = &maintenance.Loop{
+	r.StartStop = maintenance.NewStartStop(&maintenance.Loop{
 		Name: "Reaper",
 		RunOnce: func(ctx context.Context) (bool, error) {
 			res, err := r.RunOnce(ctx)
@@ -91,19 +93,9 @@ func New(pool *pgxpool.Pool, logger *slog.Logger, config Config) *Reaper {
 		},
 		Interval: r.config.Interval,
 		Logger:   logger,
-	}
+	})
 	return r
 }
-
-// Start runs passes in the background until ctx ends or Stop is called.
-func (r *Reaper) Start(ctx context.Context) error {
-	r.loop.Start(ctx)
-	return nil
-}
-
-// Stop ends the background passes and waits for the one in progress, whose transaction then
-// either commits or rolls back whole.
-func (r *Reaper) Stop() { r.loop.Stop() }
 
 // Result counts what one pass did.
 type Result struct {

@@ -3,11 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/rocketrides/rocketrides/models"
@@ -15,10 +11,16 @@ import (
 
 // listAbandoned shows the requests the system gave up on, newest first, so that an operator can
 // find out what became of each (was the ride charged? does the rider know?) and put it right.
-// A table by default, for reading; -json prints one object per line, for jq and scripts.
 func listAbandoned(ctx context.Context, args []string) error {
-	return runList(ctx, "list-abandoned", args, "the newest", models.AbandonedRequestList,
-		writeAbandonedTable, writeAbandonedJSON)
+	return runList(ctx, "list-abandoned", args, "the newest", models.AbandonedRequestList, abandonedFormat)
+}
+
+var abandonedFormat = listFormat[*models.AbandonedRequest]{
+	noun:   "abandoned request",
+	id:     func(r *models.AbandonedRequest) any { return r.ID },
+	header: []string{"RECORDED", "REASON", "USER", "IDEMPOTENCY KEY", "RECOVERY POINT", "RIDE", "KEY CREATED", "LAST ERROR"},
+	cells:  abandonedCells,
+	object: abandonedObject,
 }
 
 // abandonedRequestJSON is how list-abandoned -json shows one abandoned request.
@@ -36,53 +38,36 @@ type abandonedRequestJSON struct {
 	RideID         *int64          `json:"ride_id,string"`
 }
 
-func writeAbandonedJSON(w io.Writer, requests []*models.AbandonedRequest) error {
-	enc := json.NewEncoder(w)
-	for _, r := range requests {
-		err := enc.Encode(abandonedRequestJSON{
-			ID:             r.ID,
-			RecordedAt:     r.CreatedAt.UTC(),
-			Reason:         r.Reason,
-			UserID:         r.UserID,
-			IdempotencyKey: r.IdempotencyKey,
-			RecoveryPoint:  string(r.RecoveryPoint),
-			LastError:      r.LastError,
-			RequestParams:  r.RequestParams,
-			KeyCreatedAt:   r.KeyCreatedAt.UTC(),
-			KeyLastRunAt:   r.KeyLastRunAt.UTC(),
-			RideID:         r.RideID,
-		})
-		if err != nil {
-			return fmt.Errorf("error writing abandoned request %d: %w", r.ID, err)
-		}
+func abandonedObject(r *models.AbandonedRequest) any {
+	return abandonedRequestJSON{
+		ID:             r.ID,
+		RecordedAt:     r.CreatedAt.UTC(),
+		Reason:         r.Reason,
+		UserID:         r.UserID,
+		IdempotencyKey: r.IdempotencyKey,
+		RecoveryPoint:  string(r.RecoveryPoint),
+		LastError:      r.LastError,
+		RequestParams:  r.RequestParams,
+		KeyCreatedAt:   r.KeyCreatedAt.UTC(),
+		KeyLastRunAt:   r.KeyLastRunAt.UTC(),
+		RideID:         r.RideID,
 	}
-	return nil
 }
 
 // maxTableErrorLen keeps a table row on one screen line; -json shows the whole error.
 const maxTableErrorLen = 60
 
-func writeAbandonedTable(w io.Writer, requests []*models.AbandonedRequest) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RECORDED\tREASON\tUSER\tIDEMPOTENCY KEY\tRECOVERY POINT\tRIDE\tKEY CREATED\tLAST ERROR")
-	for _, r := range requests {
-		ride, lastError := "-", "-"
-		if r.RideID != nil {
-			ride = strconv.FormatInt(*r.RideID, 10)
-		}
-		if r.LastError != nil {
-			// One line per request: an error's own line breaks and tabs would break the table.
-			lastError = strings.Join(strings.Fields(*r.LastError), " ")
-			if runes := []rune(lastError); len(runes) > maxTableErrorLen {
-				lastError = string(runes[:maxTableErrorLen-1]) + "…"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
-			r.CreatedAt.UTC().Format(time.RFC3339), r.Reason, r.UserID, r.IdempotencyKey,
-			r.RecoveryPoint, ride, r.KeyCreatedAt.UTC().Format(time.RFC3339), lastError)
+func abandonedCells(r *models.AbandonedRequest) []string {
+	ride, lastError := "-", "-"
+	if r.RideID != nil {
+		ride = strconv.FormatInt(*r.RideID, 10)
 	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("error writing abandoned requests: %w", err)
+	if r.LastError != nil {
+		lastError = oneLine(*r.LastError)
+		if runes := []rune(lastError); len(runes) > maxTableErrorLen {
+			lastError = string(runes[:maxTableErrorLen-1]) + "…"
+		}
 	}
-	return nil
+	return []string{r.CreatedAt.UTC().Format(time.RFC3339), r.Reason, strconv.FormatInt(r.UserID, 10), r.IdempotencyKey,
+		string(r.RecoveryPoint), ride, r.KeyCreatedAt.UTC().Format(time.RFC3339), lastError}
 }

@@ -5,11 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"slices"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -62,10 +59,15 @@ func listFailedJobs(ctx context.Context, args []string) error {
 	slices.SortStableFunc(jobs, func(a, b *failedJob) int { return b.FailedAt.Compare(a.FailedAt) })
 	jobs = jobs[:min(len(jobs), f.limit)]
 
-	if f.asJSON {
-		return writeFailedJobsJSON(os.Stdout, jobs)
-	}
-	return writeFailedJobsTable(os.Stdout, jobs)
+	return failedJobsFormat.write(os.Stdout, jobs, f.asJSON)
+}
+
+var failedJobsFormat = listFormat[*failedJob]{
+	noun:   "failed job",
+	id:     func(j *failedJob) any { return j.ID },
+	header: []string{"ID", "STATE", "KIND", "FAILED", "ATTEMPTS", "LAST ERROR"},
+	cells:  failedJobCells,
+	object: func(j *failedJob) any { return j },
 }
 
 // failedJob is how list-failed-jobs shows one failed job, of either source.
@@ -141,32 +143,12 @@ func failedStagedJob(j *models.StagedJob) *failedJob {
 	return f
 }
 
-func writeFailedJobsJSON(w io.Writer, jobs []*failedJob) error {
-	enc := json.NewEncoder(w)
-	for _, j := range jobs {
-		if err := enc.Encode(j); err != nil {
-			return fmt.Errorf("error writing failed job %s: %w", j.ID, err)
-		}
+func failedJobCells(j *failedJob) []string {
+	attempts := "-"
+	if j.Source == sourceRiver {
+		attempts = fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts)
 	}
-	return nil
-}
-
-func writeFailedJobsTable(w io.Writer, jobs []*failedJob) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tKIND\tFAILED\tATTEMPTS\tLAST ERROR")
-	for _, j := range jobs {
-		attempts := "-"
-		if j.Source == sourceRiver {
-			attempts = fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts)
-		}
-		// The error is the last cell and is not cut: what went wrong is usually at its end
-		// ("...: 554 Relay access denied"). Its own line breaks and tabs would break the table.
-		lastError := strings.Join(strings.Fields(j.LastError), " ")
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.State, j.Kind, j.FailedAt.Format(time.RFC3339), attempts,
-			cmp.Or(lastError, "-"))
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("error writing failed jobs: %w", err)
-	}
-	return nil
+	// The error is the last cell and is not cut: what went wrong is usually at its end
+	// ("...: 554 Relay access denied").
+	return []string{j.ID, j.State, j.Kind, j.FailedAt.Format(time.RFC3339), attempts, cmp.Or(oneLine(j.LastError), "-")}
 }

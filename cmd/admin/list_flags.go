@@ -51,10 +51,9 @@ func openDatabase(ctx context.Context) (*pgxpool.Pool, error) {
 }
 
 // runList is a list command read from our own tables: its flags, the rows list returns, and
-// either table (the default, for reading) or one JSON object per row (-json, for jq and scripts).
+// those rows printed in format.
 func runList[T any](ctx context.Context, command string, args []string, which string,
-	list func(ctx context.Context, db models.DBTX, limit int) ([]T, error),
-	writeTable, writeJSON func(io.Writer, []T) error) error {
+	list func(ctx context.Context, db models.DBTX, limit int) ([]T, error), format listFormat[T]) error {
 	f, err := parseListFlags(command, args, listLimitMax, which)
 	if err != nil {
 		return err
@@ -69,8 +68,5 @@ func runList[T any](ctx context.Context, command string, args []string, which st
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		return writeJSON(os.Stdout, rows)
-	}
-	return writeTable(os.Stdout, rows)
+	return format.write(os.Stdout, rows, f.asJSON)
 }

@@ -21,34 +21,24 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
-	once, err := bootstrap.ParseOnceFlag("completer", args, `make one pass, print {"succeeded": N, "failed": M} and exit`)
+	p, err := bootstrap.OpenProcess(ctx, "completer", args, `make one pass, print {"succeeded": N, "failed": M} and exit`)
 	if err != nil {
 		return err
 	}
+	defer p.Pool.Close()
 
-	cfg, err := bootstrap.LoadConfig(os.Getenv)
+	executor, err := bootstrap.NewExecutor(p.Config, p.Pool, p.Logger, p.Registry)
 	if err != nil {
 		return err
 	}
-	logger, pool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(once))
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-
-	reg := bootstrap.NewRegistry(pool)
-	executor, err := bootstrap.NewExecutor(cfg, pool, logger, reg)
-	if err != nil {
-		return err
-	}
-	c := completer.New(pool, executor, logger, completer.Config{
-		MinAge:    cfg.CompleterMinAge,
-		ReapAfter: cfg.ReapAfter,
-		IdleFor:   cfg.CompleterIdleFor,
-		Interval:  cfg.CompleterInterval,
-		Metrics:   metrics.NewCompleter(reg),
+	c := completer.New(p.Pool, executor, p.Logger, completer.Config{
+		MinAge:    p.Config.CompleterMinAge,
+		ReapAfter: p.Config.ReapAfter,
+		IdleFor:   p.Config.CompleterIdleFor,
+		Interval:  p.Config.CompleterInterval,
+		Metrics:   metrics.NewCompleter(p.Registry),
 	})
-	metrics.RegisterRequestsAwaitingReview(reg, c.RequestsAwaitingReview)
+	metrics.RegisterRequestsAwaitingReview(p.Registry, c.RequestsAwaitingReview)
 
-	return bootstrap.RunService(ctx, "Completer", once, c, cfg, reg, os.Stdout, logger)
+	return bootstrap.RunService(ctx, "Completer", p.Once, c, p.Config, p.Registry, os.Stdout, p.Logger)
 }

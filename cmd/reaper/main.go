@@ -21,27 +21,16 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
-	once, err := bootstrap.ParseOnceFlag("reaper", args, `make one pass, print {"reaped": N, "abandoned": M} and exit`)
+	p, err := bootstrap.OpenProcess(ctx, "reaper", args, `make one pass, print {"reaped": N, "abandoned": M} and exit`)
 	if err != nil {
 		return err
 	}
+	defer p.Pool.Close()
 
-	cfg, err := bootstrap.LoadConfig(os.Getenv)
-	if err != nil {
-		return err
-	}
-	logger, pool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(once))
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-
-	reg := bootstrap.NewRegistry(pool)
-	r := reaper.New(pool, logger, reaper.Config{
-		ReapAfter: cfg.ReapAfter,
-		Interval:  cfg.ReaperInterval,
-		Metrics:   metrics.NewReaper(reg),
+	r := reaper.New(p.Pool, p.Logger, reaper.Config{
+		ReapAfter: p.Config.ReapAfter,
+		Interval:  p.Config.ReaperInterval,
+		Metrics:   metrics.NewReaper(p.Registry),
 	})
-
-	return bootstrap.RunService(ctx, "Reaper", once, r, cfg, reg, os.Stdout, logger)
+	return bootstrap.RunService(ctx, "Reaper", p.Once, r, p.Config, p.Registry, os.Stdout, p.Logger)
 }

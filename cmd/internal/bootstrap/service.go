@@ -6,9 +6,11 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/rocketrides/rocketrides/internal/cli"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -28,6 +30,40 @@ func ParseOnceFlag(name string, args []string, usage string) (bool, error) {
 		return false, &cli.UsageError{Err: err}
 	}
 	return *once, nil
+}
+
+// Process is what a background command has opened before it builds its service.
+type Process struct {
+	// Once is the -once flag: one pass, its result printed, then exit.
+	Once bool
+
+	Config *Config
+	Logger *slog.Logger
+
+	// Pool is connected and migrated. The command closes it.
+	Pool *pgxpool.Pool
+
+	// Registry holds the pool's series; the command adds its own before it starts work.
+	Registry *prometheus.Registry
+}
+
+// OpenProcess opens what a background command needs before it builds its service: it parses
+// -once (onceUsage says what it does), loads the configuration, and opens the logger, the pool
+// and the metrics registry. Under -once the logger writes to stderr: stdout carries the result.
+func OpenProcess(ctx context.Context, name string, args []string, onceUsage string) (*Process, error) {
+	once, err := ParseOnceFlag(name, args, onceUsage)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := LoadConfig(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	logger, pool, err := Open(ctx, cfg, LogOutput(once))
+	if err != nil {
+		return nil, err
+	}
+	return &Process{Once: once, Config: cfg, Logger: logger, Pool: pool, Registry: NewRegistry(pool)}, nil
 }
 
 // RunService is what every background command does with its service. With once, one pass
