@@ -1,16 +1,22 @@
 package phases
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stripe/stripe-go/v76"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/stripeclient"
+	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
+	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -110,4 +116,290 @@ func requireRefusalWording(t *testing.T, err error, refusal *problem.Problem) {
 			t.Fatalf("want none of Stripe's error in the stored refusal, found %q in %s", leak, body)
 		}
 	}
+}
+
+// stripeCallKind is a request type whose Stripe call the tables below fail: the booking's
+// charge or the cancel's refund. Each table runs its every row for both, so that the two calls
+// are held to the same promises.
+type stripeCallKind struct {
+	name string
+
+	// key is the request's Idempotency-Key, and unsettled the recovery point the key waits at
+	// while the call is unsettled.
+	key       string
+	unsettled models.RecoveryPoint
+
+	// start readies the request (a cancel needs a booked ride) and returns how to send it.
+	start func(t *testing.T, b *testBundle) func(context.Context, *Executor) (*Outcome, error)
+
+	// inject queues faults for the call's endpoint at the stand-in.
+	inject func(s *fakestripe.Server, fault fakestripe.FaultKind, n int)
+
+	// made counts the charges or refunds Stripe holds. requests counts the calls that reached
+	// Stripe; it is nil where the stand-in does not count them (refunds).
+	made     func(b *testBundle) int
+	requests func(b *testBundle) int
+
+	// changeParams changes what the next call sends under the same Stripe idempotency key.
+	changeParams func(t *testing.T, b *testBundle)
+
+	// requireDoneOnce checks the answer of a request that settled its call: the success, and
+	// one charge or refund at Stripe, recorded.
+	requireDoneOnce func(t *testing.T, b *testBundle, outcome *Outcome, err error)
+}
+
+var stripeCallKinds = []stripeCallKind{
+	{
+		name: "Charge", key: testKey, unsettled: models.RecoveryPointRideCreated,
+		start: func(t *testing.T, b *testBundle) func(context.Context, *Executor) (*Outcome, error) {
+			return func(ctx context.Context, e *Executor) (*Outcome, error) {
+				return e.CreateRide(ctx, newRequest(b.Rider))
+			}
+		},
+		inject:   (*fakestripe.Server).InjectChargeFaults,
+		made:     func(b *testBundle) int { return len(b.SucceededCharges()) },
+		requests: func(b *testBundle) int { return b.Stripe.ChargeRequests() },
+		// The rider's Stripe customer changes: the request's user is the rider's.
+		changeParams: func(t *testing.T, b *testBundle) {
+			b.Rider.StripeCustomerID = b.NewRider(t, "tok_visa").StripeCustomerID
+		},
+		requireDoneOnce: func(t *testing.T, b *testBundle, outcome *Outcome, err error) {
+			requireCreated(t, outcome, err)
+			b.requireOneChargedRide(t, b.Rider)
+		},
+	},
+}
+
+// TestStripeCallRetried fails a Stripe call in every way a retry can settle: nothing is stored,
+// the key is left unlocked for the retry, and the retry charges or refunds exactly once.
+func TestStripeCallRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	tests := []struct {
+		name string
+
+		// fault is how the stand-in meets the first call; executor, if set, sends it instead
+		// of the bundle's own.
+		fault    fakestripe.FaultKind
+		executor func(b *testBundle) *Executor
+
+		// failRecord fails, once, the atomic phase that records what Stripe made.
+		failRecord bool
+
+		// wantErr is the first attempt's error (nil: a PaymentUnavailableError), and wantMade
+		// how many charges or refunds Stripe holds after it.
+		wantErr  error
+		wantMade int
+
+		// giveUpWithin, if set, bounds how long the first attempt takes.
+		giveUpWithin time.Duration
+
+		// age moves the first attempt this far back before the retry.
+		age string
+
+		// resume retries as the completer does (Resume of the stored key), not as the client.
+		resume bool
+	}{
+		{name: "Stripe500IsNotStoredAndRetrySucceeds", fault: fakestripe.FaultError500},
+		{name: "MadeButConnectionDroppedRetryGetsTheSameOne", fault: fakestripe.FaultChargeThenDrop,
+			executor: freshConnExecutor, wantMade: 1},
+		// The request's own timeout is an hour, and the stand-in holds the call for minutes
+		// (fakestripe's TimeoutFaultHang): a call that ends within one gave up on the Stripe
+		// timeout, however loaded the machine.
+		{name: "StripeTimeoutIsNotStored", fault: fakestripe.FaultTimeout, executor: hourLongExecutor,
+			giveUpWithin: time.Minute},
+		{name: "StripeRejectingOurAPIKeyIsNotStored", executor: foreignAPIKeyExecutor},
+		{name: "AttemptJustUnder23HoursIsResent", fault: fakestripe.FaultError500, age: "22 hours 59 minutes"},
+		{name: "MadeButNotRecordedIsRecoveredByRetry", failRecord: true, wantErr: errInjected, wantMade: 1},
+		{name: "MadeButNotRecordedIsRecoveredByTheCompleter", failRecord: true, wantErr: errInjected, wantMade: 1,
+			resume: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for _, kind := range stripeCallKinds {
+				t.Run(kind.name, func(t *testing.T) {
+					t.Parallel()
+					b := setup(t)
+					send := kind.start(t, b)
+					if tt.failRecord {
+						b.executor.hooks.inPhase = kind.failRecordOnce(b)
+					}
+					start := time.Now()
+					key := kind.failFirst(t, b, send, tt.executor, tt.fault, tt.wantErr)
+					if took := time.Since(start); tt.giveUpWithin != 0 && took > tt.giveUpWithin {
+						t.Fatalf("want the call to give up after the Stripe timeout (%s), took %s", ridetest.StripeTimeout, took)
+					}
+					if n := kind.made(b); n != tt.wantMade {
+						t.Fatalf("want Stripe to hold %d after the failure, got %d", tt.wantMade, n)
+					}
+					if tt.age != "" {
+						kind.age(t, b, tt.age)
+					}
+
+					var outcome *Outcome
+					var err error
+					if tt.resume {
+						outcome, err = b.executor.Resume(ctx, b.Rider.User, key)
+					} else {
+						outcome, err = send(ctx, b.executor)
+					}
+					kind.requireDoneOnce(t, b, outcome, err)
+				})
+			}
+		})
+	}
+}
+
+// TestStripeCallNeedsReview fails a Stripe call in every way no retry can settle: the retry
+// stores a 500 payment_needs_review and records the request for a person.
+func TestStripeCallNeedsReview(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	tests := []struct {
+		name string
+
+		// fault is how the stand-in meets the first call; executor, if set, sends it instead
+		// of the bundle's own.
+		fault    fakestripe.FaultKind
+		executor func(b *testBundle) *Executor
+
+		// Before the retry, age moves the first attempt this far back, and changeParams
+		// changes what the retry sends.
+		age          string
+		changeParams bool
+
+		// wantReason is why the request awaits review, wantResent whether the retry asked
+		// Stripe again, and wantMade how many charges or refunds Stripe holds in the end.
+		wantReason string
+		wantResent bool
+		wantMade   int
+	}{
+		// The first 500 may be a passing failure; the retry gets the same 500 replayed by
+		// Stripe, and retrying can never settle it.
+		{name: "SavedStripeErrorIsNotRetriedForever", fault: fakestripe.FaultError500Saved,
+			wantReason: models.AbandonedReasonStripeReplayedError, wantResent: true},
+		{name: "StripeKeyUsedWithOtherParamsNeedsReview", fault: fakestripe.FaultChargeThenDrop,
+			executor: freshConnExecutor, changeParams: true,
+			wantReason: models.AbandonedReasonStripeKeyConflict, wantResent: true, wantMade: 1},
+		// Stripe forgets idempotency keys after 24 hours.
+		{name: "AttemptOlderThan23HoursIsNotResent", fault: fakestripe.FaultTimeout, age: "23 hours 1 minute",
+			wantReason: models.AbandonedReasonStripeKeyExpired},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for _, kind := range stripeCallKinds {
+				t.Run(kind.name, func(t *testing.T) {
+					t.Parallel()
+					b := setup(t)
+					send := kind.start(t, b)
+					kind.failFirst(t, b, send, tt.executor, tt.fault, nil)
+					if tt.age != "" {
+						kind.age(t, b, tt.age)
+					}
+					if tt.changeParams {
+						kind.changeParams(t, b)
+					}
+
+					requests := 0
+					if kind.requests != nil {
+						requests = kind.requests(b)
+					}
+					outcome, err := send(ctx, b.executor)
+					kind.requireNeedsReview(t, b, outcome, err, tt.wantReason)
+					if kind.requests != nil && (kind.requests(b) > requests) != tt.wantResent {
+						t.Fatalf("want the call re-sent: %t; Stripe saw %d calls, then %d", tt.wantResent, requests, kind.requests(b))
+					}
+					if n := kind.made(b); n != tt.wantMade {
+						t.Fatalf("want Stripe to hold %d in the end, got %d", tt.wantMade, n)
+					}
+				})
+			}
+		})
+	}
+}
+
+// failFirst sends a request of kind whose Stripe call the stand-in meets with fault (none if
+// ""), by executor (nil: the bundle's own), and requires it to fail with want (nil: a
+// PaymentUnavailableError), storing no answer, having noted the attempt, and leaving its key
+// unlocked where a retry sends the call again. It returns the key.
+func (kind stripeCallKind) failFirst(t *testing.T, b *testBundle, send func(context.Context, *Executor) (*Outcome, error),
+	executor func(b *testBundle) *Executor, fault fakestripe.FaultKind, want error) *models.IdempotencyKey {
+	t.Helper()
+	if fault != "" {
+		kind.inject(b.Stripe.Server, fault, 1)
+	}
+	e := b.executor
+	if executor != nil {
+		e = executor(b)
+	}
+	_, err := send(context.Background(), e)
+	var unavailable *PaymentUnavailableError
+	switch {
+	case want == nil && !errors.As(err, &unavailable):
+		t.Fatalf("want PaymentUnavailableError, got %v", err)
+	case want != nil && !errors.Is(err, want):
+		t.Fatalf("want %v, got %v", want, err)
+	}
+	key := b.requireKeyUnlockedAt(t, b.Rider, kind.key, kind.unsettled)
+	if key.ResponseCode != nil || key.ForeignMutationAttemptedAt == nil {
+		t.Fatalf("want no stored response and a recorded attempt, got %v %v", key.ResponseCode, key.ForeignMutationAttemptedAt)
+	}
+	return key
+}
+
+// failRecordOnce returns an inPhase hook that fails, once, the first phase at kind's unsettled
+// recovery point that runs after Stripe made the call: the one that records it.
+func (kind stripeCallKind) failRecordOnce(b *testBundle) func(context.Context, models.DBTX, models.RecoveryPoint) error {
+	failed := false
+	return func(_ context.Context, _ models.DBTX, p models.RecoveryPoint) error {
+		if p == kind.unsettled && !failed && kind.made(b) > 0 {
+			failed = true
+			return errInjected
+		}
+		return nil
+	}
+}
+
+// age moves the first attempt of kind's key back by interval, as if that much time had passed.
+func (kind stripeCallKind) age(t *testing.T, b *testBundle, interval string) {
+	b.Exec(t, `UPDATE idempotency_keys SET charge_attempted_at = charge_attempted_at - $2::interval
+		WHERE idempotency_key = $1`, kind.key, interval)
+}
+
+// requireNeedsReview checks a request that no retry can settle: its stored 500
+// payment_needs_review, its key finished, and its record for review, with its ride and error.
+func (kind stripeCallKind) requireNeedsReview(t *testing.T, b *testBundle, outcome *Outcome, err error, reason string) {
+	t.Helper()
+	requireProblem(t, outcome, err, 500, problem.CodePaymentNeedsReview)
+	key := b.keyNamed(t, b.Rider, kind.key)
+	if key.RecoveryPoint != models.RecoveryPointFinished {
+		t.Fatalf("want key finished, got %s", key.RecoveryPoint)
+	}
+	if n := b.Count(t, `SELECT count(*) FROM abandoned_requests WHERE reason = $1 AND idempotency_key_id = $2 AND ride_id IS NOT NULL AND last_error <> ''`,
+		reason, key.ID); n != 1 {
+		t.Fatalf("want the request recorded for review as %s, got %d rows", reason, n)
+	}
+}
+
+// freshConnExecutor sends over a new connection each time, so that a dropped one is seen (see
+// ridetest.Bundle.FreshConnStripeClient).
+func freshConnExecutor(b *testBundle) *Executor {
+	return New(b.Pool, b.FreshConnStripeClient(), b.executor.logger, Config{})
+}
+
+// hourLongExecutor gives a request, its phases and its lease an hour or more.
+func hourLongExecutor(b *testBundle) *Executor {
+	return New(b.Pool, b.StripeClient, slog.New(slog.DiscardHandler), Config{
+		LockLease: time.Hour, ConflictRetryBudget: 30 * time.Second, PhaseTimeout: time.Minute, RequestTimeout: time.Hour,
+	})
+}
+
+// foreignAPIKeyExecutor calls Stripe with an API key that Stripe rejects.
+func foreignAPIKeyExecutor(b *testBundle) *Executor {
+	stripe := stripeclient.New(stripeclient.Config{APIKey: "sk_live_not_ours", URL: b.Stripe.URL, Timeout: ridetest.StripeTimeout})
+	return New(b.Pool, stripe, b.executor.logger, Config{})
 }
