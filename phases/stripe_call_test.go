@@ -130,7 +130,7 @@ type stripeCallKind struct {
 	unsettled models.RecoveryPoint
 
 	// start readies the request (a cancel needs a booked ride) and returns how to send it.
-	start func(t *testing.T, b *testBundle) func(context.Context, *Executor) (*Outcome, error)
+	start func(t *testing.T, b *testBundle) sendFunc
 
 	// inject queues faults for the call's endpoint at the stand-in.
 	inject func(s *fakestripe.Server, fault fakestripe.FaultKind, n int)
@@ -151,7 +151,7 @@ type stripeCallKind struct {
 var stripeCallKinds = []stripeCallKind{
 	{
 		name: "Charge", key: testKey, unsettled: models.RecoveryPointRideCreated,
-		start: func(t *testing.T, b *testBundle) func(context.Context, *Executor) (*Outcome, error) {
+		start: func(t *testing.T, b *testBundle) sendFunc {
 			return func(ctx context.Context, e *Executor) (*Outcome, error) {
 				return e.CreateRide(ctx, newRequest(b.Rider))
 			}
@@ -168,6 +168,25 @@ var stripeCallKinds = []stripeCallKind{
 			b.requireOneChargedRide(t, b.Rider)
 		},
 	},
+	{
+		name: "Refund", key: cancelKey, unsettled: models.RecoveryPointStarted,
+		start: func(t *testing.T, b *testBundle) sendFunc {
+			ride := b.bookedRide(t, b.Rider)
+			return func(ctx context.Context, e *Executor) (*Outcome, error) {
+				return e.CancelRide(ctx, newCancel(b.Rider, ride.ID, cancelKey))
+			}
+		},
+		inject: (*fakestripe.Server).InjectRefundFaults,
+		made:   func(b *testBundle) int { return len(b.Stripe.Refunds()) },
+		// The ride's charge changes. Stripe compares a key's params before it looks up the
+		// charge they name, so the charge need not exist.
+		changeParams: func(t *testing.T, b *testBundle) {
+			b.Exec(t, `UPDATE rides SET stripe_charge_id = 'ch_not_the_first' WHERE user_id = $1`, b.Rider.ID)
+		},
+		requireDoneOnce: func(t *testing.T, b *testBundle, outcome *Outcome, err error) {
+			b.requireOneRefundedRide(t, b.Rider, requireCancelled(t, outcome, err))
+		},
+	},
 }
 
 // TestStripeCallRetried fails a Stripe call in every way a retry can settle: nothing is stored,
@@ -177,176 +196,167 @@ func TestStripeCallRetried(t *testing.T) {
 	ctx := context.Background()
 
 	tests := []struct {
-		name string
-
-		// fault is how the stand-in meets the first call; executor, if set, sends it instead
-		// of the bundle's own.
-		fault    fakestripe.FaultKind
-		executor func(b *testBundle) *Executor
-
-		// failRecord fails, once, the atomic phase that records what Stripe made.
-		failRecord bool
-
-		// wantErr is the first attempt's error (nil: a PaymentUnavailableError), and wantMade
-		// how many charges or refunds Stripe holds after it.
-		wantErr  error
-		wantMade int
-
-		// giveUpWithin, if set, bounds how long the first attempt takes.
-		giveUpWithin time.Duration
-
-		// age moves the first attempt this far back before the retry.
-		age string
+		name  string
+		first firstAttempt
 
 		// resume retries as the completer does (Resume of the stored key), not as the client.
 		resume bool
 	}{
-		{name: "Stripe500IsNotStoredAndRetrySucceeds", fault: fakestripe.FaultError500},
-		{name: "MadeButConnectionDroppedRetryGetsTheSameOne", fault: fakestripe.FaultChargeThenDrop,
-			executor: freshConnExecutor, wantMade: 1},
+		{name: "Stripe500IsNotStoredAndRetrySucceeds", first: firstAttempt{fault: fakestripe.FaultError500}},
+		{name: "MadeButConnectionDroppedRetryGetsTheSameOne", first: firstAttempt{fault: fakestripe.FaultChargeThenDrop,
+			executor: freshConnExecutor, wantMade: 1}},
 		// The request's own timeout is an hour, and the stand-in holds the call for minutes
 		// (fakestripe's TimeoutFaultHang): a call that ends within one gave up on the Stripe
 		// timeout, however loaded the machine.
-		{name: "StripeTimeoutIsNotStored", fault: fakestripe.FaultTimeout, executor: hourLongExecutor,
-			giveUpWithin: time.Minute},
-		{name: "StripeRejectingOurAPIKeyIsNotStored", executor: foreignAPIKeyExecutor},
-		{name: "AttemptJustUnder23HoursIsResent", fault: fakestripe.FaultError500, age: "22 hours 59 minutes"},
-		{name: "MadeButNotRecordedIsRecoveredByRetry", failRecord: true, wantErr: errInjected, wantMade: 1},
-		{name: "MadeButNotRecordedIsRecoveredByTheCompleter", failRecord: true, wantErr: errInjected, wantMade: 1,
-			resume: true},
+		{name: "StripeTimeoutIsNotStored", first: firstAttempt{fault: fakestripe.FaultTimeout,
+			executor: hourLongExecutor, giveUpWithin: time.Minute}},
+		{name: "StripeRejectingOurAPIKeyIsNotStored", first: firstAttempt{executor: foreignAPIKeyExecutor}},
+		{name: "AttemptJustUnder23HoursIsResent", first: firstAttempt{fault: fakestripe.FaultError500,
+			age: "22 hours 59 minutes"}},
+		{name: "MadeButNotRecordedIsRecoveredByRetry", first: firstAttempt{failRecord: true, wantErr: errInjected,
+			wantMade: 1}},
+		{name: "MadeButNotRecordedIsRecoveredByTheCompleter", first: firstAttempt{failRecord: true, wantErr: errInjected,
+			wantMade: 1}, resume: true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			for _, kind := range stripeCallKinds {
-				t.Run(kind.name, func(t *testing.T) {
-					t.Parallel()
-					b := setup(t)
-					send := kind.start(t, b)
-					if tt.failRecord {
-						b.executor.hooks.inPhase = kind.failRecordOnce(b)
-					}
-					start := time.Now()
-					key := kind.failFirst(t, b, send, tt.executor, tt.fault, tt.wantErr)
-					if took := time.Since(start); tt.giveUpWithin != 0 && took > tt.giveUpWithin {
-						t.Fatalf("want the call to give up after the Stripe timeout (%s), took %s", ridetest.StripeTimeout, took)
-					}
-					if n := kind.made(b); n != tt.wantMade {
-						t.Fatalf("want Stripe to hold %d after the failure, got %d", tt.wantMade, n)
-					}
-					if tt.age != "" {
-						kind.age(t, b, tt.age)
-					}
-
-					var outcome *Outcome
-					var err error
-					if tt.resume {
-						outcome, err = b.executor.Resume(ctx, b.Rider.User, key)
-					} else {
-						outcome, err = send(ctx, b.executor)
-					}
-					kind.requireDoneOnce(t, b, outcome, err)
-				})
+		runPerKind(t, tt.name, func(t *testing.T, b *testBundle, kind stripeCallKind, send sendFunc) {
+			key := kind.failFirst(t, b, send, tt.first)
+			var outcome *Outcome
+			var err error
+			if tt.resume {
+				outcome, err = b.executor.Resume(ctx, b.Rider.User, key)
+			} else {
+				outcome, err = send(ctx, b.executor)
 			}
+			kind.requireDoneOnce(t, b, outcome, err)
 		})
 	}
 }
 
 // TestStripeCallNeedsReview fails a Stripe call in every way no retry can settle: the retry
-// stores a 500 payment_needs_review and records the request for a person.
+// stores a 500 payment_needs_review and records the request for a person, and makes no charge
+// or refund.
 func TestStripeCallNeedsReview(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 
 	tests := []struct {
-		name string
+		name  string
+		first firstAttempt
 
-		// fault is how the stand-in meets the first call; executor, if set, sends it instead
-		// of the bundle's own.
-		fault    fakestripe.FaultKind
-		executor func(b *testBundle) *Executor
-
-		// Before the retry, age moves the first attempt this far back, and changeParams
-		// changes what the retry sends.
-		age          string
+		// changeParams changes, before the retry, what it sends.
 		changeParams bool
 
-		// wantReason is why the request awaits review, wantResent whether the retry asked
-		// Stripe again, and wantMade how many charges or refunds Stripe holds in the end.
+		// wantReason is why the request awaits review, and wantResent whether the retry asked
+		// Stripe again.
 		wantReason string
 		wantResent bool
-		wantMade   int
 	}{
 		// The first 500 may be a passing failure; the retry gets the same 500 replayed by
 		// Stripe, and retrying can never settle it.
-		{name: "SavedStripeErrorIsNotRetriedForever", fault: fakestripe.FaultError500Saved,
+		{name: "SavedStripeErrorIsNotRetriedForever", first: firstAttempt{fault: fakestripe.FaultError500Saved},
 			wantReason: models.AbandonedReasonStripeReplayedError, wantResent: true},
-		{name: "StripeKeyUsedWithOtherParamsNeedsReview", fault: fakestripe.FaultChargeThenDrop,
-			executor: freshConnExecutor, changeParams: true,
-			wantReason: models.AbandonedReasonStripeKeyConflict, wantResent: true, wantMade: 1},
+		{name: "StripeKeyUsedWithOtherParamsNeedsReview", first: firstAttempt{fault: fakestripe.FaultChargeThenDrop,
+			executor: freshConnExecutor, wantMade: 1}, changeParams: true,
+			wantReason: models.AbandonedReasonStripeKeyConflict, wantResent: true},
 		// Stripe forgets idempotency keys after 24 hours.
-		{name: "AttemptOlderThan23HoursIsNotResent", fault: fakestripe.FaultTimeout, age: "23 hours 1 minute",
-			wantReason: models.AbandonedReasonStripeKeyExpired},
+		{name: "AttemptOlderThan23HoursIsNotResent", first: firstAttempt{fault: fakestripe.FaultTimeout,
+			age: "23 hours 1 minute"}, wantReason: models.AbandonedReasonStripeKeyExpired},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			for _, kind := range stripeCallKinds {
-				t.Run(kind.name, func(t *testing.T) {
-					t.Parallel()
-					b := setup(t)
-					send := kind.start(t, b)
-					kind.failFirst(t, b, send, tt.executor, tt.fault, nil)
-					if tt.age != "" {
-						kind.age(t, b, tt.age)
-					}
-					if tt.changeParams {
-						kind.changeParams(t, b)
-					}
-
-					requests := 0
-					if kind.requests != nil {
-						requests = kind.requests(b)
-					}
-					outcome, err := send(ctx, b.executor)
-					kind.requireNeedsReview(t, b, outcome, err, tt.wantReason)
-					if kind.requests != nil && (kind.requests(b) > requests) != tt.wantResent {
-						t.Fatalf("want the call re-sent: %t; Stripe saw %d calls, then %d", tt.wantResent, requests, kind.requests(b))
-					}
-					if n := kind.made(b); n != tt.wantMade {
-						t.Fatalf("want Stripe to hold %d in the end, got %d", tt.wantMade, n)
-					}
-				})
+		runPerKind(t, tt.name, func(t *testing.T, b *testBundle, kind stripeCallKind, send sendFunc) {
+			kind.failFirst(t, b, send, tt.first)
+			if tt.changeParams {
+				kind.changeParams(t, b)
+			}
+			requests := 0
+			if kind.requests != nil {
+				requests = kind.requests(b)
+			}
+			outcome, err := send(t.Context(), b.executor)
+			kind.requireNeedsReview(t, b, outcome, err, tt.wantReason)
+			if kind.requests != nil && (kind.requests(b) > requests) != tt.wantResent {
+				t.Fatalf("want the call re-sent: %t; Stripe saw %d calls, then %d", tt.wantResent, requests, kind.requests(b))
+			}
+			if n := kind.made(b); n != tt.first.wantMade {
+				t.Fatalf("want Stripe to hold %d still, got %d", tt.first.wantMade, n)
 			}
 		})
 	}
 }
 
-// failFirst sends a request of kind whose Stripe call the stand-in meets with fault (none if
-// ""), by executor (nil: the bundle's own), and requires it to fail with want (nil: a
-// PaymentUnavailableError), storing no answer, having noted the attempt, and leaving its key
-// unlocked where a retry sends the call again. It returns the key.
-func (kind stripeCallKind) failFirst(t *testing.T, b *testBundle, send func(context.Context, *Executor) (*Outcome, error),
-	executor func(b *testBundle) *Executor, fault fakestripe.FaultKind, want error) *models.IdempotencyKey {
+// sendFunc sends a request with an executor.
+type sendFunc func(context.Context, *Executor) (*Outcome, error)
+
+// runPerKind runs test as the parallel subtest name, and in it a parallel subtest per
+// stripeCallKind, each on a bundle of its own with the kind's request ready to send.
+func runPerKind(t *testing.T, name string, test func(t *testing.T, b *testBundle, kind stripeCallKind, send sendFunc)) {
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		for _, kind := range stripeCallKinds {
+			t.Run(kind.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				test(t, b, kind, kind.start(t, b))
+			})
+		}
+	})
+}
+
+// firstAttempt is how a row fails a request's first attempt, and what it expects of it.
+type firstAttempt struct {
+	// fault is how the stand-in meets the call; executor, if set, sends it instead of the
+	// bundle's own; failRecord fails, once, the atomic phase that records what Stripe made.
+	fault      fakestripe.FaultKind
+	executor   func(b *testBundle) *Executor
+	failRecord bool
+
+	// wantErr is the attempt's error (nil: a PaymentUnavailableError), wantMade how many
+	// charges or refunds Stripe holds after it, and giveUpWithin, if set, how long it may take.
+	wantErr      error
+	wantMade     int
+	giveUpWithin time.Duration
+
+	// age moves the attempt this far back once it failed, as if that much time had passed.
+	age string
+}
+
+// failFirst sends a request of kind as first says and requires it to fail so: with no answer
+// stored, the attempt noted, and the key unlocked where a retry sends the call again. It
+// returns the key.
+func (kind stripeCallKind) failFirst(t *testing.T, b *testBundle, send sendFunc, first firstAttempt) *models.IdempotencyKey {
 	t.Helper()
-	if fault != "" {
-		kind.inject(b.Stripe.Server, fault, 1)
+	if first.fault != "" {
+		kind.inject(b.Stripe.Server, first.fault, 1)
+	}
+	if first.failRecord {
+		b.executor.hooks.inPhase = kind.failRecordOnce(b)
 	}
 	e := b.executor
-	if executor != nil {
-		e = executor(b)
+	if first.executor != nil {
+		e = first.executor(b)
 	}
+	start := time.Now()
 	_, err := send(context.Background(), e)
+	took := time.Since(start)
 	var unavailable *PaymentUnavailableError
 	switch {
-	case want == nil && !errors.As(err, &unavailable):
+	case first.wantErr == nil && !errors.As(err, &unavailable):
 		t.Fatalf("want PaymentUnavailableError, got %v", err)
-	case want != nil && !errors.Is(err, want):
-		t.Fatalf("want %v, got %v", want, err)
+	case first.wantErr != nil && !errors.Is(err, first.wantErr):
+		t.Fatalf("want %v, got %v", first.wantErr, err)
+	case first.giveUpWithin != 0 && took > first.giveUpWithin:
+		t.Fatalf("want the call to give up after the Stripe timeout (%s), took %s", ridetest.StripeTimeout, took)
 	}
 	key := b.requireKeyUnlockedAt(t, b.Rider, kind.key, kind.unsettled)
 	if key.ResponseCode != nil || key.ForeignMutationAttemptedAt == nil {
 		t.Fatalf("want no stored response and a recorded attempt, got %v %v", key.ResponseCode, key.ForeignMutationAttemptedAt)
+	}
+	if n := kind.made(b); n != first.wantMade {
+		t.Fatalf("want Stripe to hold %d after the failure, got %d", first.wantMade, n)
+	}
+	if first.age != "" {
+		b.Exec(t, `UPDATE idempotency_keys SET charge_attempted_at = charge_attempted_at - $2::interval
+			WHERE idempotency_key = $1`, kind.key, first.age)
 	}
 	return key
 }
@@ -362,12 +372,6 @@ func (kind stripeCallKind) failRecordOnce(b *testBundle) func(context.Context, m
 		}
 		return nil
 	}
-}
-
-// age moves the first attempt of kind's key back by interval, as if that much time had passed.
-func (kind stripeCallKind) age(t *testing.T, b *testBundle, interval string) {
-	b.Exec(t, `UPDATE idempotency_keys SET charge_attempted_at = charge_attempted_at - $2::interval
-		WHERE idempotency_key = $1`, kind.key, interval)
 }
 
 // requireNeedsReview checks a request that no retry can settle: its stored 500
