@@ -135,8 +135,8 @@ type stripeCallKind struct {
 	// inject queues faults for the call's endpoint at the stand-in.
 	inject func(s *fakestripe.Server, fault fakestripe.FaultKind, n int)
 
-	// made counts the charges or refunds Stripe holds. requests counts the calls that reached
-	// Stripe; it is nil where the stand-in does not count them (refunds).
+	// made counts the charges (failed ones too) or refunds Stripe holds. requests counts the
+	// calls that reached Stripe; it is nil where the stand-in does not count them (refunds).
 	made     func(b *testBundle) int
 	requests func(b *testBundle) int
 
@@ -157,7 +157,7 @@ var stripeCallKinds = []stripeCallKind{
 			}
 		},
 		inject:   (*fakestripe.Server).InjectChargeFaults,
-		made:     func(b *testBundle) int { return len(b.SucceededCharges()) },
+		made:     func(b *testBundle) int { return len(b.Stripe.Charges()) },
 		requests: func(b *testBundle) int { return b.Stripe.ChargeRequests() },
 		// The rider's Stripe customer changes: the request's user is the rider's.
 		changeParams: func(t *testing.T, b *testBundle) {
