@@ -81,9 +81,15 @@ func newRequest(rider *ridetest.Rider) *CreateRideRequest {
 // key loads the test key of rider as it stands in the database.
 func (b *testBundle) key(t *testing.T, rider *ridetest.Rider) *models.IdempotencyKey {
 	t.Helper()
-	key, err := models.IdempotencyKeyGetForUpdate(context.Background(), b.Pool, rider.ID, testKey)
+	return b.keyNamed(t, rider, testKey)
+}
+
+// keyNamed loads rider's key name as it stands in the database.
+func (b *testBundle) keyNamed(t *testing.T, rider *ridetest.Rider, name string) *models.IdempotencyKey {
+	t.Helper()
+	key, err := models.IdempotencyKeyGetForUpdate(context.Background(), b.Pool, rider.ID, name)
 	if err != nil {
-		t.Fatalf("error loading key: %s", err)
+		t.Fatalf("error loading key %s: %s", name, err)
 	}
 	return key
 }
@@ -91,7 +97,13 @@ func (b *testBundle) key(t *testing.T, rider *ridetest.Rider) *models.Idempotenc
 // requireUnlockedAt checks that a failed request left its key unlocked at point.
 func (b *testBundle) requireUnlockedAt(t *testing.T, rider *ridetest.Rider, point models.RecoveryPoint) *models.IdempotencyKey {
 	t.Helper()
-	key := b.key(t, rider)
+	return b.requireKeyUnlockedAt(t, rider, testKey, point)
+}
+
+// requireKeyUnlockedAt checks that a failed request left rider's key name unlocked at point.
+func (b *testBundle) requireKeyUnlockedAt(t *testing.T, rider *ridetest.Rider, name string, point models.RecoveryPoint) *models.IdempotencyKey {
+	t.Helper()
+	key := b.keyNamed(t, rider, name)
 	if key.RecoveryPoint != point {
 		t.Fatalf("want recovery point %s, got %s", point, key.RecoveryPoint)
 	}

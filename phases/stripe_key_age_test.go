@@ -32,43 +32,32 @@ func TestStripeKeyAgeCountsFromTheFirstAttempt(t *testing.T) {
 		}
 	}
 
-	t.Run("Charge", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		req := newRequest(b.Rider)
-		b.Stripe.InjectChargeFaults(fakestripe.FaultError500, 2)
-		for _, wait := range []string{"12 hours", "11 hours 1 minute"} {
-			if _, err := b.executor.CreateRide(ctx, req); err == nil {
-				t.Fatal("want the unanswered charge to fail the attempt")
+	for _, kind := range stripeCallKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			send := kind.start(t, b)
+			kind.inject(b.Stripe.Server, fakestripe.FaultError500, 2)
+			for _, wait := range []string{"12 hours", "11 hours 1 minute"} {
+				if _, err := send(ctx, b.executor); err == nil {
+					t.Fatalf("want the unanswered %s to fail the attempt", kind.name)
+				}
+				age(b, kind.key, wait)
 			}
-			age(b, req.IdempotencyKey, wait)
-		}
-		requests := b.Stripe.ChargeRequests()
-		if _, err := b.executor.CreateRide(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-		if b.Stripe.ChargeRequests() != requests || len(b.Stripe.Charges()) != 0 {
-			t.Fatalf("want no charge sent 23 hours after the first attempt, got %d more requests", b.Stripe.ChargeRequests()-requests)
-		}
-		requireForReview(t, b, req.IdempotencyKey)
-	})
-
-	t.Run("Refund", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		ride := b.bookedRide(t, b.Rider)
-		cancel := newCancel(b.Rider, ride.ID, cancelKey)
-		b.Stripe.InjectRefundFaults(fakestripe.FaultError500, 2)
-		for _, wait := range []string{"12 hours", "11 hours 1 minute"} {
-			if _, err := b.executor.CancelRide(ctx, cancel); err == nil {
-				t.Fatal("want the unanswered refund to fail the attempt")
+			requests := 0
+			if kind.requests != nil {
+				requests = kind.requests(b)
 			}
-			age(b, cancelKey, wait)
-		}
-		if _, err := b.executor.CancelRide(ctx, cancel); err != nil {
-			t.Fatal(err)
-		}
-		b.requireRefunds(t, *ride.StripeChargeID, 0)
-		requireForReview(t, b, cancelKey)
-	})
+			if _, err := send(ctx, b.executor); err != nil {
+				t.Fatal(err)
+			}
+			if kind.requests != nil && kind.requests(b) != requests {
+				t.Fatalf("want nothing sent 23 hours after the first attempt, got %d more requests", kind.requests(b)-requests)
+			}
+			if n := kind.made(b); n != 0 {
+				t.Fatalf("want no %s made 23 hours after the first attempt, got %d", kind.name, n)
+			}
+			requireForReview(t, b, kind.key)
+		})
+	}
 }
