@@ -15,9 +15,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/metrics"
-	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -239,7 +239,7 @@ func (s *receiptSender[T]) record(ctx context.Context, conn txBeginner, job *riv
 // clock skew. false for a job that does not say when it was staged: one inserted by something
 // other than the enqueuer.
 func receiptLatency(job *rivertype.JobRow, sinceStart time.Duration) (time.Duration, bool) {
-	stagedAt, ok := stagedat.Read(job.Metadata)
+	stagedAt, ok := jobargs.StagedAt(job.Metadata)
 	if !ok || job.AttemptedAt == nil {
 		return 0, false
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/metrics"
-	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/internal/testing/proctest"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
@@ -31,7 +30,7 @@ func TestSendRefundReceiptWorker(t *testing.T) {
 		ride := b.newRefundedRide(t, b.rider, "ch_refund1", "re_refund1")
 		// Staged as the enqueuer stages it: the latency of a refund receipt is not observed all
 		// the same, as rocketrides_receipt_latency_seconds runs from the booking.
-		metadata, err := stagedat.Add(nil, time.Now().Add(-time.Second))
+		metadata, err := jobargs.AddStagedAt(nil, time.Now().Add(-time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
