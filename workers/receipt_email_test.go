@@ -44,7 +44,7 @@ func TestReceiptMessage(t *testing.T) {
 		StripeChargeID: &charge, UserID: 7,
 	}
 	user := &models.User{ID: 7, Email: "rider@example.com"}
-	args := jobargs.SendRideReceipt{RideID: 123, UserID: 7, Amount: 2000, Currency: "usd"}
+	args := jobargs.Receipt{RideID: 123, UserID: 7, Amount: 2000, Currency: "usd"}
 
 	m := receiptMessage(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
 	if m.To != "rider@example.com" || m.From != "Rocket Rides <receipts@rocketrides.example>" {
@@ -88,7 +88,7 @@ func TestRefundReceiptMessage(t *testing.T) {
 		StripeChargeID: &charge, StripeRefundID: &refund, UserID: 7,
 	}
 	user := &models.User{ID: 7, Email: "rider@example.com"}
-	args := jobargs.SendRefundReceipt{RideID: 123, UserID: 7, Amount: 2000, Currency: "usd"}
+	args := jobargs.Receipt{RideID: 123, UserID: 7, Amount: 2000, Currency: "usd"}
 
 	m := refundReceiptMessage(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
 	if m.To != "rider@example.com" || m.From != "Rocket Rides <receipts@rocketrides.example>" {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 )
@@ -48,21 +49,30 @@ func Register(workers *river.Workers, deps Deps) error {
 	if deps.Metrics == nil {
 		deps.Metrics = metrics.NewWorker(nil)
 	}
-	receiptDeps := receiptDeps{
+	sender := receiptSender{
 		pool:            deps.Pool,
 		mailer:          deps.Mailer,
 		mailFrom:        from.String(),
 		messageIDDomain: from.Address[strings.LastIndexByte(from.Address, '@')+1:],
 		logger:          deps.Logger,
-		metrics:         deps.Metrics,
 	}
-	rideReceipts := &SendRideReceiptWorker{receiptSender: newReceiptSender(receiptDeps, rideReceipt)}
+	rideReceipts := &SendRideReceiptWorker{receiptSender: sender.ofKind(rideReceipt, jobargs.SendRideReceiptKind, deps.Metrics)}
 	if err := river.AddWorkerSafely(workers, rideReceipts); err != nil {
 		return fmt.Errorf("error registering the receipt worker: %w", err)
 	}
-	refundReceipts := &SendRefundReceiptWorker{receiptSender: newReceiptSender(receiptDeps, refundReceipt)}
+	refundReceipts := &SendRefundReceiptWorker{receiptSender: sender.ofKind(refundReceipt, jobargs.SendRefundReceiptKind, deps.Metrics)}
 	if err := river.AddWorkerSafely(workers, refundReceipts); err != nil {
 		return fmt.Errorf("error registering the refund receipt worker: %w", err)
 	}
 	return nil
+}
+
+// ofKind returns a copy of s that sends receipts of kind, counted in m under the series of
+// jobKind's jobs (see receiptSeries).
+func (s receiptSender) ofKind(kind receiptKind, jobKind string, m *metrics.Worker) receiptSender {
+	results, latency, _ := receiptSeries(m, jobKind)
+	s.kind = kind
+	s.handedOver = results.WithLabelValues(handedOverResult(s.mailer))
+	s.latency = latency
+	return s
 }
