@@ -10,9 +10,9 @@ import (
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// receiptMessage renders the receipt of ride: what was charged, for which ride, and the charge
-// to quote to support.
-func receiptMessage(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message {
+// message renders the receipt of ride: what was charged, for which ride, and the charge to
+// quote to support.
+func (rideReceipt) message(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message {
 	amount := formatAmount(args.Amount, args.Currency)
 	chargeID := ""
 	if ride.StripeChargeID != nil {
@@ -38,9 +38,9 @@ func ReceiptMessageID(ride *models.Ride, domain string) string {
 	return rideMessageID(ride, "receipt", domain)
 }
 
-// refundReceiptMessage renders the receipt of ride's refund: that the ride was cancelled, what
-// was given back to the card, and the refund to quote to support.
-func refundReceiptMessage(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message {
+// message renders the receipt of ride's refund: that the ride was cancelled, what was given
+// back to the card, and the refund to quote to support.
+func (refundReceipt) message(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message {
 	amount := formatAmount(args.Amount, args.Currency)
 
 	var b strings.Builder

@@ -31,7 +31,7 @@ type SendRideReceiptWorker struct {
 
 // Work sends the ride's receipt unless it was recorded already (see sendReceipt, below).
 func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[jobargs.SendRideReceipt]) error {
-	return sendReceipt(ctx, &w.receiptSender, job, jobargs.Receipt(job.Args))
+	return sendReceipt(ctx, &w.receiptSender, job, jobargs.Receipt(job.Args), rideReceipt{})
 }
 
 // SendRefundReceiptWorker emails the receipt of the refund a cancel made, and records it on the
@@ -43,7 +43,7 @@ type SendRefundReceiptWorker struct {
 
 // Work sends the refund's receipt unless it was recorded already (see sendReceipt).
 func (w *SendRefundReceiptWorker) Work(ctx context.Context, job *river.Job[jobargs.SendRefundReceipt]) error {
-	return sendReceipt(ctx, &w.receiptSender, job, jobargs.Receipt(job.Args))
+	return sendReceipt(ctx, &w.receiptSender, job, jobargs.Receipt(job.Args), refundReceipt{})
 }
 
 // RecordTimeout bounds recording a receipt that has been sent. That step ignores the job's
@@ -57,15 +57,14 @@ const RecordTimeout = 20 * time.Second
 // out on a new connection, which reaches the new primary once there is one.
 const recordAttemptTimeout = 5 * time.Second
 
-// receiptSender is what a receipt worker needs: the process's pool and mailer, which receipt it
-// sends, and that kind's metrics series.
+// receiptSender is what a receipt worker needs: the process's pool and mailer, and the metrics
+// series of its kind.
 type receiptSender struct {
 	pool            *pgxpool.Pool
 	mailer          mailer.Mailer
 	mailFrom        string
 	messageIDDomain string
 	logger          *slog.Logger
-	kind            receiptKind
 
 	// handedOver counts receipts handed to the mailer and recorded: rocketrides_receipts_total
 	// with result sent, or logged for a mailer that only logs (see metrics.go).
@@ -79,7 +78,7 @@ type receiptSender struct {
 // sendReceipt sends job's receipt, unless it was recorded already, and records it in the
 // transaction that completes the job. An SMTP failure is returned, so River retries with backoff.
 // A job that can never succeed (its ride is gone, or has nothing to receipt) is cancelled.
-func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *river.Job[T], args jobargs.Receipt) error {
+func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *river.Job[T], args jobargs.Receipt, kind receiptKind) error {
 	started := time.Now()
 
 	// The job holds one connection from its first query to the commit that records the receipt,
@@ -92,17 +91,17 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 
 	ride, err := models.RideGetByIDForUser(ctx, conn, args.RideID, args.UserID)
 	if errors.Is(err, models.ErrNotFound) {
-		return river.JobCancel(fmt.Errorf("no ride %d of user %d to send a %s for: %w", args.RideID, args.UserID, s.kind, err))
+		return river.JobCancel(fmt.Errorf("no ride %d of user %d to send a %s for: %w", args.RideID, args.UserID, kind, err))
 	}
 	if err != nil {
 		return err
 	}
-	sentAt, err := s.kind.sentAt(ride)
+	sentAt, err := kind.sentAt(ride)
 	if err != nil {
 		return err
 	}
 	if sentAt != nil {
-		s.logger.InfoContext(ctx, "Worker: "+s.kind.String()+" already recorded, not sending it again",
+		s.logger.InfoContext(ctx, "Worker: "+kind.String()+" already recorded, not sending it again",
 			slog.Int64("ride_id", ride.ID), slog.Time("sent_at", *sentAt), slog.Int64("job_id", job.ID))
 		return nil
 	}
@@ -116,9 +115,9 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 		return river.JobCancel(fmt.Errorf("user %d has an email address no mail server takes: %w", user.ID, err))
 	}
 
-	msg := s.kind.message(ride, user, args, s.mailFrom, s.messageIDDomain)
+	msg := kind.message(ride, user, args, s.mailFrom, s.messageIDDomain)
 	if err := s.mailer.Send(ctx, msg); err != nil {
-		return fmt.Errorf("error mailing %s of ride %d: %w", s.kind, ride.ID, err)
+		return fmt.Errorf("error mailing %s of ride %d: %w", kind, ride.ID, err)
 	}
 	latency, latencyKnown := receiptLatency(job.JobRow, time.Since(started))
 
@@ -127,20 +126,20 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RecordTimeout)
 	defer cancel()
 	attemptCtx, cancelAttempt := context.WithTimeout(recordCtx, recordAttemptTimeout)
-	raced, err := recordReceipt(attemptCtx, s, conn, job, ride, msg.MessageID)
+	raced, err := recordReceipt(attemptCtx, s, kind, conn, job, ride, msg.MessageID)
 	cancelAttempt()
 	for attempt := 1; err != nil && models.IsUnavailable(err); attempt++ {
 		// The database went away (a restart, a failover) while the message was out. Failing the
 		// job would mail the receipt again on its retry, so keep trying on a fresh connection
 		// for as long as RecordTimeout allows.
-		s.logger.WarnContext(ctx, "Worker: "+s.kind.String()+" mailed but not recorded yet; retrying on a new connection",
+		s.logger.WarnContext(ctx, "Worker: "+kind.String()+" mailed but not recorded yet; retrying on a new connection",
 			slog.Int64("ride_id", ride.ID), slog.Int("attempt", attempt), slog.String("error", err.Error()))
 		select {
 		case <-recordCtx.Done():
-			return fmt.Errorf("error recording %s of ride %d: %w", s.kind, ride.ID, err)
+			return fmt.Errorf("error recording %s of ride %d: %w", kind, ride.ID, err)
 		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
 		}
-		raced, err = recordOnNewConnection(recordCtx, s, job, ride, msg.MessageID)
+		raced, err = recordOnNewConnection(recordCtx, s, kind, job, ride, msg.MessageID)
 	}
 	if err != nil {
 		return err
@@ -150,15 +149,15 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 		s.latency.Observe(latency.Seconds())
 	}
 	if raced {
-		s.logger.WarnContext(ctx, "Worker: "+s.kind.String()+" was recorded by another job meanwhile; the rider may have it twice",
+		s.logger.WarnContext(ctx, "Worker: "+kind.String()+" was recorded by another job meanwhile; the rider may have it twice",
 			slog.Int64("ride_id", ride.ID), slog.String("message_id", msg.MessageID), slog.Int64("job_id", job.ID))
 		return nil
 	}
 	// A receipt that went only to the log (no SMTP_URL) reached no rider, and an operator
 	// reading "sent" would believe it had.
-	logMsg := "Worker: sent " + s.kind.String()
+	logMsg := "Worker: sent " + kind.String()
 	if !s.mailer.Delivers() {
-		logMsg = "Worker: logged " + s.kind.String() + ", not sent (SMTP_URL unset)"
+		logMsg = "Worker: logged " + kind.String() + ", not sent (SMTP_URL unset)"
 	}
 	s.logger.InfoContext(ctx, logMsg,
 		slog.Int64("ride_id", ride.ID), slog.Int64("user_id", user.ID), slog.String("message_id", msg.MessageID),
@@ -169,14 +168,14 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 // recordReceipt records the receipt and completes the job in one transaction on conn, so a
 // receipt is recorded exactly when its job is done. raced reports that another job recorded a
 // receipt for the ride first; the job is completed all the same.
-func recordReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, conn txBeginner, job *river.Job[T], ride *models.Ride, messageID string) (raced bool, err error) {
+func recordReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, kind receiptKind, conn txBeginner, job *river.Job[T], ride *models.Ride, messageID string) (raced bool, err error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error beginning transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
 
-	if err := s.kind.record(ctx, tx, ride, messageID); errors.Is(err, models.ErrNotFound) {
+	if _, err := kind.record(ctx, tx, ride, messageID); errors.Is(err, models.ErrNotFound) {
 		raced = true
 	} else if err != nil {
 		return false, err
@@ -185,7 +184,7 @@ func recordReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, conn 
 		return false, fmt.Errorf("error completing job %d: %w", job.ID, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return false, fmt.Errorf("error committing %s of ride %d: %w", s.kind, ride.ID, err)
+		return false, fmt.Errorf("error committing %s of ride %d: %w", kind, ride.ID, err)
 	}
 	return raced, nil
 }
@@ -199,7 +198,7 @@ type txBeginner interface {
 // recordOnNewConnection is recordReceipt, within recordAttemptTimeout, on a connection dialled for
 // it. An idle connection of the pool may lead to the primary that the last try lost, and hang as
 // that try did.
-func recordOnNewConnection[T river.JobArgs](ctx context.Context, s *receiptSender, job *river.Job[T], ride *models.Ride, messageID string) (bool, error) {
+func recordOnNewConnection[T river.JobArgs](ctx context.Context, s *receiptSender, kind receiptKind, job *river.Job[T], ride *models.Ride, messageID string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, recordAttemptTimeout)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
@@ -214,80 +213,62 @@ func recordOnNewConnection[T river.JobArgs](ctx context.Context, s *receiptSende
 		return false, err
 	}
 	if state == string(rivertype.JobStateCompleted) {
-		s.logger.InfoContext(ctx, "Worker: "+s.kind.String()+" was recorded by an earlier try, whose commit was not acknowledged",
+		s.logger.InfoContext(ctx, "Worker: "+kind.String()+" was recorded by an earlier try, whose commit was not acknowledged",
 			slog.Int64("ride_id", ride.ID), slog.Int64("job_id", job.ID))
 		return false, nil
 	}
-	return recordReceipt(ctx, s, conn, job, ride, messageID)
+	return recordReceipt(ctx, s, kind, conn, job, ride, messageID)
 }
 
-// receiptKind is which of its two receipts a ride gets: the charge's or the refund's. Its methods
-// hold all that sets the two apart; sendReceipt does the rest the same for both.
-type receiptKind int
+// receiptKind is what sets a ride's two receipts apart, the charge's (rideReceipt) and the
+// refund's (refundReceipt); sendReceipt does the rest the same for both. What each one says is in
+// receipt_email.go.
+type receiptKind interface {
+	// String is the receipt's name in log lines and errors.
+	String() string
 
-const (
-	// rideReceipt is the receipt of a charged ride, recorded in rides.receipt_sent_at.
-	rideReceipt receiptKind = iota + 1
+	// sentAt returns when ride's receipt was recorded as sent, or nil if it was not. A ride with
+	// nothing to receipt gets an error that cancels the job: no retry can change that.
+	sentAt(ride *models.Ride) (*time.Time, error)
 
-	// refundReceipt is the receipt of the refund a cancel made, recorded in
-	// rides.refund_receipt_sent_at.
-	refundReceipt
-)
+	// message renders ride's receipt to user.
+	message(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message
 
-// String is the receipt's name in log lines and errors.
-func (k receiptKind) String() string {
-	switch k {
-	case rideReceipt:
-		return "receipt"
-	case refundReceipt:
-		return "refund receipt"
-	}
-	return fmt.Sprintf("receiptKind(%d)", int(k))
+	// record records ride's receipt as sent with messageID. Only the first is recorded: after
+	// that, it returns models.ErrNotFound.
+	record(ctx context.Context, db models.DBTX, ride *models.Ride, messageID string) (*models.RideReceipt, error)
 }
 
-// sentAt returns when ride's receipt of kind k was recorded as sent, or nil if it was not. A ride
-// with nothing to receipt (never charged, or not refunded) gets an error that cancels the job: no
-// retry can change that.
-func (k receiptKind) sentAt(ride *models.Ride) (*time.Time, error) {
-	switch k {
-	case rideReceipt:
-		if ride.StripeChargeID == nil {
-			return nil, river.JobCancel(fmt.Errorf("ride %d was never charged, so it has no receipt", ride.ID))
-		}
-		return ride.ReceiptSentAt, nil
-	case refundReceipt:
-		if ride.StripeRefundID == nil {
-			return nil, river.JobCancel(fmt.Errorf("ride %d has no refund recorded, so it has no refund receipt", ride.ID))
-		}
-		return ride.RefundReceiptSentAt, nil
+// rideReceipt is the receipt of a charged ride, recorded in rides.receipt_sent_at.
+type rideReceipt struct{}
+
+// refundReceipt is the receipt of the refund a cancel made, recorded in
+// rides.refund_receipt_sent_at.
+type refundReceipt struct{}
+
+func (rideReceipt) String() string   { return "receipt" }
+func (refundReceipt) String() string { return "refund receipt" }
+
+func (rideReceipt) sentAt(ride *models.Ride) (*time.Time, error) {
+	if ride.StripeChargeID == nil {
+		return nil, river.JobCancel(fmt.Errorf("ride %d was never charged, so it has no receipt", ride.ID))
 	}
-	return nil, fmt.Errorf("unknown %s", k)
+	return ride.ReceiptSentAt, nil
 }
 
-// message renders ride's receipt of kind k to user (see receipt_email.go).
-func (k receiptKind) message(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message {
-	switch k {
-	case rideReceipt:
-		return receiptMessage(ride, user, args, from, messageIDDomain)
-	case refundReceipt:
-		return refundReceiptMessage(ride, user, args, from, messageIDDomain)
+func (refundReceipt) sentAt(ride *models.Ride) (*time.Time, error) {
+	if ride.StripeRefundID == nil {
+		return nil, river.JobCancel(fmt.Errorf("ride %d has no refund recorded, so it has no refund receipt", ride.ID))
 	}
-	panic(fmt.Sprintf("unknown %s", k)) // unreachable: sentAt refused it first
+	return ride.RefundReceiptSentAt, nil
 }
 
-// record records ride's receipt of kind k as sent with messageID. Only the first is recorded:
-// after that, it returns models.ErrNotFound.
-func (k receiptKind) record(ctx context.Context, db models.DBTX, ride *models.Ride, messageID string) error {
-	var err error
-	switch k {
-	case rideReceipt:
-		_, err = models.RideReceiptRecord(ctx, db, ride.UserID, ride.ID, messageID)
-	case refundReceipt:
-		_, err = models.RideRefundReceiptRecord(ctx, db, ride.UserID, ride.ID, messageID)
-	default:
-		err = fmt.Errorf("unknown %s", k)
-	}
-	return err
+func (rideReceipt) record(ctx context.Context, db models.DBTX, ride *models.Ride, messageID string) (*models.RideReceipt, error) {
+	return models.RideReceiptRecord(ctx, db, ride.UserID, ride.ID, messageID)
+}
+
+func (refundReceipt) record(ctx context.Context, db models.DBTX, ride *models.Ride, messageID string) (*models.RideReceipt, error) {
+	return models.RideRefundReceiptRecord(ctx, db, ride.UserID, ride.ID, messageID)
 }
 
 // receiptLatency is how long job's receipt took from its booking to the mail server, given that

@@ -56,22 +56,21 @@ func Register(workers *river.Workers, deps Deps) error {
 		messageIDDomain: from.Address[strings.LastIndexByte(from.Address, '@')+1:],
 		logger:          deps.Logger,
 	}
-	rideReceipts := &SendRideReceiptWorker{receiptSender: sender.ofKind(rideReceipt, jobargs.SendRideReceiptKind, deps.Metrics)}
+	rideReceipts := &SendRideReceiptWorker{receiptSender: sender.counted(jobargs.SendRideReceiptKind, deps.Metrics)}
 	if err := river.AddWorkerSafely(workers, rideReceipts); err != nil {
 		return fmt.Errorf("error registering the receipt worker: %w", err)
 	}
-	refundReceipts := &SendRefundReceiptWorker{receiptSender: sender.ofKind(refundReceipt, jobargs.SendRefundReceiptKind, deps.Metrics)}
+	refundReceipts := &SendRefundReceiptWorker{receiptSender: sender.counted(jobargs.SendRefundReceiptKind, deps.Metrics)}
 	if err := river.AddWorkerSafely(workers, refundReceipts); err != nil {
 		return fmt.Errorf("error registering the refund receipt worker: %w", err)
 	}
 	return nil
 }
 
-// ofKind returns a copy of s that sends receipts of kind, counted in m under the series of
-// jobKind's jobs (see receiptSeries).
-func (s receiptSender) ofKind(kind receiptKind, jobKind string, m *metrics.Worker) receiptSender {
+// counted returns a copy of s that counts its receipts in m, under the series of jobKind's jobs
+// (see receiptSeries).
+func (s receiptSender) counted(jobKind string, m *metrics.Worker) receiptSender {
 	results, latency, _ := receiptSeries(m, jobKind)
-	s.kind = kind
 	s.handedOver = results.WithLabelValues(handedOverResult(s.mailer))
 	s.latency = latency
 	return s
