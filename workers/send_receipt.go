@@ -272,7 +272,7 @@ func (refundReceipt) record(ctx context.Context, db models.DBTX, ride *models.Ri
 }
 
 // receiptLatency is how long job's receipt took from its booking to the mail server, given that
-// the server accepted it sinceStart after the job began; the package doc says why clock skew does
+// the server accepted it sinceStart after the job began; docs/receipts.md says why clock skew does
 // not enter it. It returns false for a job that does not say when it was staged: one inserted by
 // something other than the enqueuer.
 func receiptLatency(job *rivertype.JobRow, sinceStart time.Duration) (time.Duration, bool) {
