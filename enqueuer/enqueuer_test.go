@@ -15,7 +15,6 @@ import (
 
 	"github.com/rocketrides/rocketrides/enqueuer"
 	"github.com/rocketrides/rocketrides/internal/jobargs"
-	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -67,7 +66,7 @@ func TestRunOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, ok := stagedat.Read(metadata)
+			got, ok := jobargs.StagedAt(metadata)
 			if !ok || !got.Equal(staged.CreatedAt) || jobs[i].Metadata["decoder"] != "kept" {
 				t.Errorf("job %d: want metadata with the decoder's key and staged at %s, got %s", i+1, staged.CreatedAt, metadata)
 			}

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 
-	"github.com/rocketrides/rocketrides/internal/stagedat"
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -104,13 +104,13 @@ func (e *Enqueuer) insertInSavepoint(ctx context.Context, tx pgx.Tx, params []ri
 }
 
 // withStagedAt returns a copy of opts whose metadata also says when the job was staged (see
-// package stagedat), which the staged row, deleted in this transaction, can no longer tell.
+// jobargs.StagedAtKey), which the staged row, deleted in this transaction, can no longer tell.
 func withStagedAt(opts *river.InsertOpts, stagedAt time.Time) (*river.InsertOpts, error) {
 	var out river.InsertOpts
 	if opts != nil {
 		out = *opts
 	}
-	metadata, err := stagedat.Add(out.Metadata, stagedAt)
+	metadata, err := jobargs.AddStagedAt(out.Metadata, stagedAt)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 // Package workers holds the River workers of Rocket Rides: the background jobs that the API
-// stages in staged_jobs and the enqueuer hands to River, one file per job kind. The args of
-// every kind live in internal/jobargs, which phases and the enqueuer share.
+// stages in staged_jobs and the enqueuer hands to River. The two receipt jobs, the ride's and the
+// refund's, share one file, send_receipt.go: they differ only in what the mail says and where it
+// is recorded. The args of every kind live in internal/jobargs, which phases and the enqueuer
+// share.
 //
 // A receipt is sent at least once and normally exactly once: the mail server and Postgres share
 // no transaction, so a worker that dies between the server's acceptance and the commit that

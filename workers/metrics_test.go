@@ -11,9 +11,9 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/metrics"
-	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -98,7 +98,7 @@ func TestMetrics(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		const stagedAgo = 3 * time.Second
-		metadata, err := stagedat.Add(nil, time.Now().Add(-stagedAgo))
+		metadata, err := jobargs.AddStagedAt(nil, time.Now().Add(-stagedAgo))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,9 +10,9 @@ import (
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// receiptMessage renders the receipt of ride: what was charged, for which ride, and the charge
-// to quote to support.
-func receiptMessage(ride *models.Ride, user *models.User, args jobargs.SendRideReceipt, from, messageIDDomain string) *mailer.Message {
+// message renders the receipt of ride: what was charged, for which ride, and the charge to
+// quote to support.
+func (rideReceipt) message(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message {
 	amount := formatAmount(args.Amount, args.Currency)
 	chargeID := ""
 	if ride.StripeChargeID != nil {
@@ -25,15 +25,8 @@ func receiptMessage(ride *models.Ride, user *models.User, args jobargs.SendRideR
 	fmt.Fprintf(&b, "Charged    %s to your card on file\n", amount)
 	fmt.Fprintf(&b, "Charge ID  %s\n\n", chargeID)
 	fmt.Fprintf(&b, "Questions about this charge? Reply to this email and quote the charge ID.\n\n")
-	fmt.Fprintf(&b, "Rocket Rides\n")
-
-	return &mailer.Message{
-		From:      from,
-		To:        user.Email,
-		Subject:   fmt.Sprintf("Your Rocket Rides receipt: %s for ride #%d", amount, ride.ID),
-		Body:      b.String(),
-		MessageID: ReceiptMessageID(ride, messageIDDomain),
-	}
+	subject := fmt.Sprintf("Your Rocket Rides receipt: %s for ride #%d", amount, ride.ID)
+	return signed(&b, from, user, subject, ReceiptMessageID(ride, messageIDDomain))
 }
 
 // ReceiptMessageID is the same for every attempt at one ride's receipt, so that copies sent by
@@ -45,9 +38,9 @@ func ReceiptMessageID(ride *models.Ride, domain string) string {
 	return rideMessageID(ride, "receipt", domain)
 }
 
-// refundReceiptMessage renders the receipt of ride's refund: that the ride was cancelled, what
-// was given back to the card, and the refund to quote to support.
-func refundReceiptMessage(ride *models.Ride, user *models.User, args jobargs.SendRefundReceipt, from, messageIDDomain string) *mailer.Message {
+// message renders the receipt of ride's refund: that the ride was cancelled, what was given
+// back to the card, and the refund to quote to support.
+func (refundReceipt) message(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message {
 	amount := formatAmount(args.Amount, args.Currency)
 
 	var b strings.Builder
@@ -63,21 +56,20 @@ func refundReceiptMessage(ride *models.Ride, user *models.User, args jobargs.Sen
 	} else {
 		fmt.Fprintf(&b, "Questions about this refund? Reply to this email.\n\n")
 	}
-	fmt.Fprintf(&b, "Rocket Rides\n")
-
-	return &mailer.Message{
-		From:      from,
-		To:        user.Email,
-		Subject:   fmt.Sprintf("Your Rocket Rides refund: %s for ride #%d", amount, ride.ID),
-		Body:      b.String(),
-		MessageID: refundReceiptMessageID(ride, messageIDDomain),
-	}
+	subject := fmt.Sprintf("Your Rocket Rides refund: %s for ride #%d", amount, ride.ID)
+	return signed(&b, from, user, subject, refundReceiptMessageID(ride, messageIDDomain))
 }
 
 // refundReceiptMessageID is to the refund receipt what ReceiptMessageID is to the ride's: the
 // same for every attempt, and another than the ride receipt's.
 func refundReceiptMessageID(ride *models.Ride, domain string) string {
 	return rideMessageID(ride, "refund-receipt", domain)
+}
+
+// signed ends body with the sign-off both receipts share, and makes it a message to user.
+func signed(body *strings.Builder, from string, user *models.User, subject, messageID string) *mailer.Message {
+	fmt.Fprintf(body, "Rocket Rides\n")
+	return &mailer.Message{From: from, To: user.Email, Subject: subject, Body: body.String(), MessageID: messageID}
 }
 
 // rideMessageID is the Message-ID of ride's message of the given kind.

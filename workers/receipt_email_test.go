@@ -44,9 +44,9 @@ func TestReceiptMessage(t *testing.T) {
 		StripeChargeID: &charge, UserID: 7,
 	}
 	user := &models.User{ID: 7, Email: "rider@example.com"}
-	args := jobargs.SendRideReceipt{RideID: 123, UserID: 7, Amount: 2000, Currency: "usd"}
+	args := jobargs.Receipt{RideID: 123, UserID: 7, Amount: 2000, Currency: "usd"}
 
-	m := receiptMessage(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
+	m := rideReceipt{}.message(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
 	if m.To != "rider@example.com" || m.From != "Rocket Rides <receipts@rocketrides.example>" {
 		t.Errorf("unexpected addresses %q -> %q", m.From, m.To)
 	}
@@ -70,7 +70,7 @@ func TestReceiptMessage(t *testing.T) {
 
 	// Every attempt at this ride's receipt gets the same Message-ID; a ride with the same id in
 	// another database (created at another time) gets another.
-	again := receiptMessage(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
+	again := rideReceipt{}.message(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
 	other := *ride
 	other.CreatedAt = other.CreatedAt.Add(time.Microsecond)
 	if again.MessageID != m.MessageID || ReceiptMessageID(&other, "rocketrides.example") == m.MessageID {
@@ -88,9 +88,9 @@ func TestRefundReceiptMessage(t *testing.T) {
 		StripeChargeID: &charge, StripeRefundID: &refund, UserID: 7,
 	}
 	user := &models.User{ID: 7, Email: "rider@example.com"}
-	args := jobargs.SendRefundReceipt{RideID: 123, UserID: 7, Amount: 2000, Currency: "usd"}
+	args := jobargs.Receipt{RideID: 123, UserID: 7, Amount: 2000, Currency: "usd"}
 
-	m := refundReceiptMessage(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
+	m := refundReceipt{}.message(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
 	if m.To != "rider@example.com" || m.From != "Rocket Rides <receipts@rocketrides.example>" {
 		t.Errorf("unexpected addresses %q -> %q", m.From, m.To)
 	}
@@ -116,7 +116,7 @@ func TestRefundReceiptMessage(t *testing.T) {
 
 	// Without a refund id the receipt still says what was refunded, and names no refund.
 	ride.StripeRefundID = nil
-	m = refundReceiptMessage(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
+	m = refundReceipt{}.message(ride, user, args, "Rocket Rides <receipts@rocketrides.example>", "rocketrides.example")
 	if !strings.Contains(m.Body, "Refunded   $20.00") || strings.Contains(m.Body, "Refund ID") || strings.Contains(m.Body, "quote the refund ID") {
 		t.Errorf("want the amount and no refund id, got:\n%s", m.Body)
 	}

@@ -78,7 +78,7 @@ const JobTimeout = time.Minute
 // attempt's end, or died. The bound must outlast any attempt that is in fact still running, or a
 // receipt would be mailed twice: an attempt runs for at most JobTimeout, then a send already
 // under way finishes within mailer.SendTimeout and is recorded within RecordTimeout, both of which
-// ignore the job's cancellation (see receiptSender.send). The margin covers skew between the
+// ignore the job's cancellation (see sendReceipt). The margin covers skew between the
 // leader's clock and the database's, which sets attempted_at.
 const RescueStuckJobsAfter = JobTimeout + mailer.SendTimeout + RecordTimeout + rescueMargin
 

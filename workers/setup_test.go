@@ -150,9 +150,14 @@ func (b *testBundle) newRide(t *testing.T, user *models.User, chargeID string) *
 	return ride
 }
 
-// receiptArgs are the args the API stages for ride.
+// receiptOf is what phases stages for ride's receipts: the whole fare, charged or refunded.
+func receiptOf(ride *models.Ride) jobargs.Receipt {
+	return jobargs.Receipt{RideID: ride.ID, UserID: ride.UserID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency}
+}
+
+// receiptArgs are the args the API stages for ride's receipt.
 func receiptArgs(ride *models.Ride) jobargs.SendRideReceipt {
-	return jobargs.SendRideReceipt{RideID: ride.ID, UserID: ride.UserID, Amount: phases.RideAmountCents, Currency: phases.RideCurrency}
+	return jobargs.SendRideReceipt(receiptOf(ride))
 }
 
 func (b *testBundle) insertJob(t *testing.T, args river.JobArgs, opts *river.InsertOpts) *rivertype.JobRow {

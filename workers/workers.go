@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/mailer"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 )
@@ -48,21 +49,29 @@ func Register(workers *river.Workers, deps Deps) error {
 	if deps.Metrics == nil {
 		deps.Metrics = metrics.NewWorker(nil)
 	}
-	receiptDeps := receiptDeps{
+	sender := receiptSender{
 		pool:            deps.Pool,
 		mailer:          deps.Mailer,
 		mailFrom:        from.String(),
 		messageIDDomain: from.Address[strings.LastIndexByte(from.Address, '@')+1:],
 		logger:          deps.Logger,
-		metrics:         deps.Metrics,
 	}
-	rideReceipts := &SendRideReceiptWorker{receiptSender: newReceiptSender(receiptDeps, rideReceipt)}
+	rideReceipts := &SendRideReceiptWorker{receiptSender: sender.counted(jobargs.SendRideReceiptKind, deps.Metrics)}
 	if err := river.AddWorkerSafely(workers, rideReceipts); err != nil {
 		return fmt.Errorf("error registering the receipt worker: %w", err)
 	}
-	refundReceipts := &SendRefundReceiptWorker{receiptSender: newReceiptSender(receiptDeps, refundReceipt)}
+	refundReceipts := &SendRefundReceiptWorker{receiptSender: sender.counted(jobargs.SendRefundReceiptKind, deps.Metrics)}
 	if err := river.AddWorkerSafely(workers, refundReceipts); err != nil {
 		return fmt.Errorf("error registering the refund receipt worker: %w", err)
 	}
 	return nil
+}
+
+// counted returns a copy of s that counts its receipts in m, under the series of jobKind's jobs
+// (see receiptSeries).
+func (s receiptSender) counted(jobKind string, m *metrics.Worker) receiptSender {
+	results, latency, _ := receiptSeries(m, jobKind)
+	s.handedOver = results.WithLabelValues(handedOverResult(s.mailer))
+	s.latency = latency
+	return s
 }

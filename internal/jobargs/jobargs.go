@@ -1,5 +1,6 @@
 // Package jobargs holds the arguments of Rocket Rides' background jobs: their JSON, their River
-// kind and insert options, and the decoding of a staged row into them.
+// kind and insert options, the decoding of a staged row into them, and the time a job was staged,
+// which it carries into River in its metadata.
 //
 // It is a leaf, importing only River and the standard library, because three packages that must
 // not import each other share each job's one type: phases stages the job in the API's

@@ -38,7 +38,7 @@
 //
 // A receipt's stages, each from a timestamp that is stored or seen: staged (the start of the
 // transaction of the ride's last atomic phase, staged_jobs.created_at, which the enqueuer carries
-// into the River job's metadata, see package stagedat); enqueuing (the start of the enqueuer's
+// into the River job's metadata, see jobargs.StagedAtKey); enqueuing (the start of the enqueuer's
 // batch, river_job.created_at); fetched (river_job.attempted_at); accepted (when the SMTP server
 // here accepted the message). The Stripe stand-in answers at once unless -stripe-latency says
 // otherwise; with -stripe-latency 50ms bookings come about 60 ms apart, the pace at which a

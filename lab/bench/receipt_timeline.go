@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rocketrides/rocketrides/internal/jobargs"
-	"github.com/rocketrides/rocketrides/internal/stagedat"
 	"github.com/rocketrides/rocketrides/internal/testing/smtptest"
 )
 
@@ -59,7 +58,7 @@ func receiptTimelines(ctx context.Context, databaseURL string, bookings []*booki
 				return fmt.Errorf("error reading the receipt job of ride %s: %w", b.rideID, err)
 			}
 			var ok bool
-			if tl.staged, ok = stagedat.Read(metadata); !ok {
+			if tl.staged, ok = jobargs.StagedAt(metadata); !ok {
 				return fmt.Errorf("the receipt job of ride %s does not say when it was staged: %s", b.rideID, metadata)
 			}
 			if tl.accepted, ok = accepted[b.rideID]; !ok {

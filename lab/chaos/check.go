@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/stagedat"
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/testing/invariants"
 	"github.com/rocketrides/rocketrides/workers"
 )
@@ -117,7 +117,7 @@ func (s *soak) checkReceiptDelays(ctx context.Context) error {
 	err := s.st.pool.QueryRow(ctx, `
 		SELECT coalesce(extract(epoch FROM max(finalized_at - (metadata->>$2)::timestamptz)), 0)
 		FROM river_job WHERE kind = ANY($1) AND state = 'completed' AND metadata ? $2`,
-		receiptKinds, stagedat.Key).Scan(&s.receiptDelayMaxSeconds)
+		receiptKinds, jobargs.StagedAtKey).Scan(&s.receiptDelayMaxSeconds)
 	if err != nil {
 		return fmt.Errorf("error reading receipt delays: %w", err)
 	}
@@ -126,7 +126,7 @@ func (s *soak) checkReceiptDelays(ctx context.Context) error {
 		FROM river_job
 		WHERE kind = ANY($1) AND state = 'completed' AND metadata ? $2
 		  AND finalized_at - (metadata->>$2)::timestamptz > make_interval(secs => $3)
-		ORDER BY 3 DESC`, receiptKinds, stagedat.Key, bound.Seconds())
+		ORDER BY 3 DESC`, receiptKinds, jobargs.StagedAtKey, bound.Seconds())
 	if err != nil {
 		return fmt.Errorf("error reading receipt delays: %w", err)
 	}

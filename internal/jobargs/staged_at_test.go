@@ -1,20 +1,20 @@
-package stagedat_test
+package jobargs_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/rocketrides/rocketrides/internal/stagedat"
+	"github.com/rocketrides/rocketrides/internal/jobargs"
 )
 
-func TestAddRead(t *testing.T) {
+func TestStagedAt(t *testing.T) {
 	t.Parallel()
 	stagedAt := time.Date(2025, 3, 1, 12, 30, 0, 123456000, time.FixedZone("CET", 3600))
 
 	for _, tt := range []struct {
 		name     string
 		metadata string
-		want     string // the metadata Add returns
+		want     string // the metadata AddStagedAt returns
 	}{
 		{"Empty", "", `{"rocketrides_staged_at":"2025-03-01T11:30:00.123456Z"}`},
 		{"EmptyObject", "{}", `{"rocketrides_staged_at":"2025-03-01T11:30:00.123456Z"}`},
@@ -23,20 +23,20 @@ func TestAddRead(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := stagedat.Add([]byte(tt.metadata), stagedAt)
+			got, err := jobargs.AddStagedAt([]byte(tt.metadata), stagedAt)
 			if err != nil || string(got) != tt.want {
-				t.Fatalf("Add: want %s, got %s (%v)", tt.want, got, err)
+				t.Fatalf("AddStagedAt: want %s, got %s (%v)", tt.want, got, err)
 			}
-			read, ok := stagedat.Read(got)
+			read, ok := jobargs.StagedAt(got)
 			if !ok || !read.Equal(stagedAt) {
-				t.Fatalf("Read: want %s, got %s (%v)", stagedAt, read, ok)
+				t.Fatalf("StagedAt: want %s, got %s (%v)", stagedAt, read, ok)
 			}
 		})
 	}
 
 	t.Run("RefusesMetadataThatIsNoObject", func(t *testing.T) {
 		t.Parallel()
-		if _, err := stagedat.Add([]byte(`[1]`), stagedAt); err == nil {
+		if _, err := jobargs.AddStagedAt([]byte(`[1]`), stagedAt); err == nil {
 			t.Fatal("want an error")
 		}
 	})
@@ -44,7 +44,7 @@ func TestAddRead(t *testing.T) {
 	t.Run("ReadsNothingWhereNothingWasAdded", func(t *testing.T) {
 		t.Parallel()
 		for _, metadata := range []string{"", "{}", `{"a": 1}`, `{"rocketrides_staged_at": "yesterday"}`, "not json"} {
-			if got, ok := stagedat.Read([]byte(metadata)); ok {
+			if got, ok := jobargs.StagedAt([]byte(metadata)); ok {
 				t.Errorf("%q: want nothing, got %s", metadata, got)
 			}
 		}

@@ -1,0 +1,284 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/mail"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/rocketrides/rocketrides/internal/jobargs"
+	"github.com/rocketrides/rocketrides/internal/mailer"
+	"github.com/rocketrides/rocketrides/models"
+)
+
+// SendRideReceiptWorker emails the receipt of a charged ride. It records the receipt on the ride
+// in the transaction that completes the job, so a job that finds the receipt recorded sends
+// nothing. Sending stays at least once, as mail and Postgres share no transaction; the package
+// doc says where the window lies.
+type SendRideReceiptWorker struct {
+	river.WorkerDefaults[jobargs.SendRideReceipt]
+	receiptSender
+}
+
+// Work sends the ride's receipt unless it was recorded already (see sendReceipt, below).
+func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[jobargs.SendRideReceipt]) error {
+	return sendReceipt(ctx, &w.receiptSender, job, jobargs.Receipt(job.Args), rideReceipt{})
+}
+
+// SendRefundReceiptWorker emails the receipt of the refund a cancel made, and records it on the
+// ride, as SendRideReceiptWorker does for the charge.
+type SendRefundReceiptWorker struct {
+	river.WorkerDefaults[jobargs.SendRefundReceipt]
+	receiptSender
+}
+
+// Work sends the refund's receipt unless it was recorded already (see sendReceipt).
+func (w *SendRefundReceiptWorker) Work(ctx context.Context, job *river.Job[jobargs.SendRefundReceipt]) error {
+	return sendReceipt(ctx, &w.receiptSender, job, jobargs.Receipt(job.Args), refundReceipt{})
+}
+
+// RecordTimeout bounds recording a receipt that has been sent. That step ignores the job's
+// cancellation (see sendReceipt), so it needs a bound of its own; a healthy database takes
+// milliseconds. It outlasts a failover of the tuned formation (7 to 9 s on a loaded machine)
+// twice: a receipt caught by one is recorded on the new primary, not mailed again.
+const RecordTimeout = 20 * time.Second
+
+// recordAttemptTimeout bounds one try at recording. A primary that froze, or whose machine was
+// lost, leaves the connection to it waiting for an answer that never comes. The next try goes
+// out on a new connection, which reaches the new primary once there is one.
+const recordAttemptTimeout = 5 * time.Second
+
+// receiptSender is what a receipt worker needs: the process's pool and mailer, and the metrics
+// series of its kind.
+type receiptSender struct {
+	pool            *pgxpool.Pool
+	mailer          mailer.Mailer
+	mailFrom        string
+	messageIDDomain string
+	logger          *slog.Logger
+
+	// handedOver counts receipts handed to the mailer and recorded: rocketrides_receipts_total
+	// with result sent, or logged for a mailer that only logs (see metrics.go).
+	handedOver prometheus.Counter
+
+	// latency observes how long each receipt counted sent took from the booking to the mail
+	// server (see receiptLatency). It is nil for a kind whose latency is not observed.
+	latency prometheus.Observer
+}
+
+// sendReceipt sends job's receipt, unless it was recorded already, and records it in the
+// transaction that completes the job. An SMTP failure is returned, so River retries with backoff.
+// A job that can never succeed (its ride is gone, or has nothing to receipt) is cancelled.
+func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *river.Job[T], args jobargs.Receipt, kind receiptKind) error {
+	started := time.Now()
+
+	// The job holds one connection from its first query to the commit that records the receipt,
+	// so recording never waits for a connection that other jobs took meanwhile.
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("error acquiring a database connection: %w", err)
+	}
+	defer conn.Release()
+
+	ride, err := models.RideGetByIDForUser(ctx, conn, args.RideID, args.UserID)
+	if errors.Is(err, models.ErrNotFound) {
+		return river.JobCancel(fmt.Errorf("no ride %d of user %d to send a %s for: %w", args.RideID, args.UserID, kind, err))
+	}
+	if err != nil {
+		return err
+	}
+	sentAt, err := kind.sentAt(ride)
+	if err != nil {
+		return err
+	}
+	if sentAt != nil {
+		s.logger.InfoContext(ctx, "Worker: "+kind.String()+" already recorded, not sending it again",
+			slog.Int64("ride_id", ride.ID), slog.Time("sent_at", *sentAt), slog.Int64("job_id", job.ID))
+		return nil
+	}
+
+	// The ride was found as the job's user's, so ride.UserID is the job's.
+	user, err := models.UserGetByID(ctx, conn, ride.UserID)
+	if err != nil {
+		return err
+	}
+	if _, err := mail.ParseAddress(user.Email); err != nil {
+		return river.JobCancel(fmt.Errorf("user %d has an email address no mail server takes: %w", user.ID, err))
+	}
+
+	msg := kind.message(ride, user, args, s.mailFrom, s.messageIDDomain)
+	if err := s.mailer.Send(ctx, msg); err != nil {
+		return fmt.Errorf("error mailing %s of ride %d: %w", kind, ride.ID, err)
+	}
+	latency, latencyKnown := receiptLatency(job.JobRow, time.Since(started))
+
+	// The message is out. From here on the job ignores its cancellation (a shutdown): giving up
+	// now would leave the receipt unrecorded, and the retry would mail it again.
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RecordTimeout)
+	defer cancel()
+	attemptCtx, cancelAttempt := context.WithTimeout(recordCtx, recordAttemptTimeout)
+	raced, err := recordReceipt(attemptCtx, s, kind, conn, job, ride, msg.MessageID)
+	cancelAttempt()
+	for attempt := 1; err != nil && models.IsUnavailable(err); attempt++ {
+		// The database went away (a restart, a failover) while the message was out. Failing the
+		// job would mail the receipt again on its retry, so keep trying on a fresh connection
+		// for as long as RecordTimeout allows.
+		s.logger.WarnContext(ctx, "Worker: "+kind.String()+" mailed but not recorded yet; retrying on a new connection",
+			slog.Int64("ride_id", ride.ID), slog.Int("attempt", attempt), slog.String("error", err.Error()))
+		select {
+		case <-recordCtx.Done():
+			return fmt.Errorf("error recording %s of ride %d: %w", kind, ride.ID, err)
+		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
+		}
+		raced, err = recordOnNewConnection(recordCtx, s, kind, job, ride, msg.MessageID)
+	}
+	if err != nil {
+		return err
+	}
+	s.handedOver.Inc()
+	if latencyKnown && s.latency != nil && s.mailer.Delivers() {
+		s.latency.Observe(latency.Seconds())
+	}
+	if raced {
+		s.logger.WarnContext(ctx, "Worker: "+kind.String()+" was recorded by another job meanwhile; the rider may have it twice",
+			slog.Int64("ride_id", ride.ID), slog.String("message_id", msg.MessageID), slog.Int64("job_id", job.ID))
+		return nil
+	}
+	// A receipt that went only to the log (no SMTP_URL) reached no rider, and an operator
+	// reading "sent" would believe it had.
+	logMsg := "Worker: sent " + kind.String()
+	if !s.mailer.Delivers() {
+		logMsg = "Worker: logged " + kind.String() + ", not sent (SMTP_URL unset)"
+	}
+	s.logger.InfoContext(ctx, logMsg,
+		slog.Int64("ride_id", ride.ID), slog.Int64("user_id", user.ID), slog.String("message_id", msg.MessageID),
+		slog.Int64("job_id", job.ID), slog.Int("attempt", job.Attempt))
+	return nil
+}
+
+// recordReceipt records the receipt and completes the job in one transaction on conn, so a
+// receipt is recorded exactly when its job is done. raced reports that another job recorded a
+// receipt for the ride first; the job is completed all the same.
+func recordReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, kind receiptKind, conn txBeginner, job *river.Job[T], ride *models.Ride, messageID string) (raced bool, err error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("error beginning transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
+
+	if _, err := kind.record(ctx, tx, ride, messageID); errors.Is(err, models.ErrNotFound) {
+		raced = true
+	} else if err != nil {
+		return false, err
+	}
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return false, fmt.Errorf("error completing job %d: %w", job.ID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("error committing %s of ride %d: %w", kind, ride.ID, err)
+	}
+	return raced, nil
+}
+
+// txBeginner is a connection that recordReceipt can begin its transaction on: the job's own, from
+// the pool, or one dialled for a retry.
+type txBeginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// recordOnNewConnection is recordReceipt, within recordAttemptTimeout, on a connection dialled for
+// it. An idle connection of the pool may lead to the primary that the last try lost, and hang as
+// that try did.
+func recordOnNewConnection[T river.JobArgs](ctx context.Context, s *receiptSender, kind receiptKind, job *river.Job[T], ride *models.Ride, messageID string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, recordAttemptTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return false, fmt.Errorf("error connecting to the database: %w", err)
+	}
+	defer conn.Close(ctx)
+	// A try whose commit went through but whose answer was lost has recorded the receipt and
+	// completed the job already. Recording it again would find it recorded, as if by another job.
+	state, err := models.RiverJobState(ctx, conn, job.ID)
+	if err != nil {
+		return false, err
+	}
+	if state == string(rivertype.JobStateCompleted) {
+		s.logger.InfoContext(ctx, "Worker: "+kind.String()+" was recorded by an earlier try, whose commit was not acknowledged",
+			slog.Int64("ride_id", ride.ID), slog.Int64("job_id", job.ID))
+		return false, nil
+	}
+	return recordReceipt(ctx, s, kind, conn, job, ride, messageID)
+}
+
+// receiptKind is what sets a ride's two receipts apart, the charge's (rideReceipt) and the
+// refund's (refundReceipt); sendReceipt does the rest the same for both. What each one says is in
+// receipt_email.go.
+type receiptKind interface {
+	// String is the receipt's name in log lines and errors.
+	String() string
+
+	// sentAt returns when ride's receipt was recorded as sent, or nil if it was not. A ride with
+	// nothing to receipt gets an error that cancels the job: no retry can change that.
+	sentAt(ride *models.Ride) (*time.Time, error)
+
+	// message renders ride's receipt to user.
+	message(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message
+
+	// record records ride's receipt as sent with messageID. Only the first is recorded: after
+	// that, it returns models.ErrNotFound.
+	record(ctx context.Context, db models.DBTX, ride *models.Ride, messageID string) (*models.RideReceipt, error)
+}
+
+// rideReceipt is the receipt of a charged ride, recorded in rides.receipt_sent_at.
+type rideReceipt struct{}
+
+// refundReceipt is the receipt of the refund a cancel made, recorded in
+// rides.refund_receipt_sent_at.
+type refundReceipt struct{}
+
+func (rideReceipt) String() string   { return "receipt" }
+func (refundReceipt) String() string { return "refund receipt" }
+
+func (rideReceipt) sentAt(ride *models.Ride) (*time.Time, error) {
+	if ride.StripeChargeID == nil {
+		return nil, river.JobCancel(fmt.Errorf("ride %d was never charged, so it has no receipt", ride.ID))
+	}
+	return ride.ReceiptSentAt, nil
+}
+
+func (refundReceipt) sentAt(ride *models.Ride) (*time.Time, error) {
+	if ride.StripeRefundID == nil {
+		return nil, river.JobCancel(fmt.Errorf("ride %d has no refund recorded, so it has no refund receipt", ride.ID))
+	}
+	return ride.RefundReceiptSentAt, nil
+}
+
+func (rideReceipt) record(ctx context.Context, db models.DBTX, ride *models.Ride, messageID string) (*models.RideReceipt, error) {
+	return models.RideReceiptRecord(ctx, db, ride.UserID, ride.ID, messageID)
+}
+
+func (refundReceipt) record(ctx context.Context, db models.DBTX, ride *models.Ride, messageID string) (*models.RideReceipt, error) {
+	return models.RideRefundReceiptRecord(ctx, db, ride.UserID, ride.ID, messageID)
+}
+
+// receiptLatency is how long job's receipt took from its booking to the mail server, given that
+// the server accepted it sinceStart after the job began; docs/receipts.md says why clock skew does
+// not enter it. It returns false for a job that does not say when it was staged: one inserted by
+// something other than the enqueuer.
+func receiptLatency(job *rivertype.JobRow, sinceStart time.Duration) (time.Duration, bool) {
+	stagedAt, ok := jobargs.StagedAt(job.Metadata)
+	if !ok || job.AttemptedAt == nil {
+		return 0, false
+	}
+	return max(job.AttemptedAt.Sub(stagedAt), 0) + sinceStart, true
+}
