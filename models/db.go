@@ -70,6 +70,20 @@ func IsUnavailable(err error) bool {
 		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// maxErrorTextLen is the CHECK on idempotency_keys.last_error.
+const maxErrorTextLen = 2000
+
+// SanitizeErrorText makes an error message fit a text column. Postgres rejects NUL bytes and
+// invalid UTF-8, and an error that quotes a remote server's answer may hold either. A rejected
+// write of a key's last error would leave the key locked.
+func SanitizeErrorText(text string) string {
+	text = strings.ReplaceAll(strings.ToValidUTF8(text, "\uFFFD"), "\x00", "")
+	if r := []rune(text); len(r) > maxErrorTextLen {
+		text = string(r[:maxErrorTextLen])
+	}
+	return text
+}
+
 // ErrUniqueViolation is returned when an insert collides with a unique constraint that the
 // caller can do something about (a duplicate email, say).
 var ErrUniqueViolation = errors.New("unique violation")
