@@ -1,10 +1,11 @@
 // Package models is the data layer: the plain SQL that reads and writes each table. A table's
 // type and its queries live in the file named for the table (idempotency_key.go). A part of a
-// table with a name of its own lives beside it, in a file named for that part: the points a key passes
-// (recovery_point.go), the background processes' queries on keys (idempotency_key_background.go),
-// a ride's status and its receipts (ride_status.go, ride_receipt.go). This file holds what they all share, and citus.go what
-// changes on Citus. Functions take a DBTX, so the caller decides which transaction they run in;
-// models never begins or commits one.
+// table with a name of its own lives beside it, in a file named for that part: the points a key
+// passes (recovery_point.go), the background processes' queries on keys
+// (idempotency_key_background.go), a ride's status and its receipts (ride_status.go,
+// ride_receipt.go). This file holds what they all share, and citus.go what changes on Citus.
+// Functions take a DBTX, so the caller decides which transaction they run in; models never
+// begins or commits one.
 package models
 
 import (

@@ -29,7 +29,6 @@ const (
 	RideStatusDisputed  RideStatus = "disputed"  // the rider's bank disputes the charge
 )
 
-// rideStatusOrder lists the statuses in order of precedence.
 var rideStatusOrder = []RideStatus{RideStatusBooked, RideStatusDeclined, RideStatusRefunded, RideStatusCancelled, RideStatusDisputed}
 
 // Raise returns whichever of s and to has the higher precedence: the status a ride at s moves
@@ -52,7 +51,6 @@ func RideRaiseStatusByID(batch *pgx.Batch, userID, id int64, status RideStatus) 
 	batch.Queue(rideRaiseStatus, userID, id, status)
 }
 
-// rideRaiseStatus moves ride ($1, $2) to status $3 if that outranks the status it has.
 var rideRaiseStatus = `
 	UPDATE rides
 	SET status = $3
