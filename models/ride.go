@@ -160,18 +160,24 @@ func RideListForUser(ctx context.Context, db DBTX, userID int64, limit int, star
 	return rides, false, nil
 }
 
+// oneRide checks a queued write of one ride. A write that matched no row fails with ErrNotFound,
+// wrapped in format, which takes the ride's id.
+func oneRide(format string, id int64) func(pgconn.CommandTag) error {
+	return func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf(format+": %w", id, ErrNotFound)
+		}
+		return nil
+	}
+}
+
 // RideSetStripeChargeID queues on batch the recording of the charge that paid for a ride.
 func RideSetStripeChargeID(batch *pgx.Batch, userID, id int64, chargeID string) {
 	batch.Queue(`
 		UPDATE rides
 		SET stripe_charge_id = $3
 		WHERE user_id = $1 AND id = $2`, userID, id, chargeID,
-	).Exec(func(tag pgconn.CommandTag) error {
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("error setting charge of ride %d: %w", id, ErrNotFound)
-		}
-		return nil
-	})
+	).Exec(oneRide("error setting charge of ride %d", id))
 }
 
 // RideClaimForCancel queues on batch the claim of a ride by the cancel whose key is keyID. The
@@ -183,12 +189,7 @@ func RideClaimForCancel(batch *pgx.Batch, userID, id, keyID int64) {
 		UPDATE rides
 		SET cancel_idempotency_key_id = $3
 		WHERE user_id = $1 AND id = $2`, userID, id, keyID,
-	).Exec(func(tag pgconn.CommandTag) error {
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("error claiming ride %d for cancel: %w", id, ErrNotFound)
-		}
-		return nil
-	})
+	).Exec(oneRide("error claiming ride %d for cancel", id))
 }
 
 // RideRecordRefund queues on batch the record of the refund our cancel made and the amount it
@@ -201,10 +202,5 @@ func RideRecordRefund(batch *pgx.Batch, userID, id int64, refundID string, amoun
 			status = CASE WHEN `+rideStatusRank("status")+` < `+rideStatusRank("'cancelled'")+`
 				THEN 'cancelled' ELSE status END
 		WHERE user_id = $1 AND id = $2`, userID, id, refundID, amount,
-	).Exec(func(tag pgconn.CommandTag) error {
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("error recording refund of ride %d: %w", id, ErrNotFound)
-		}
-		return nil
-	})
+	).Exec(oneRide("error recording refund of ride %d", id))
 }
