@@ -1,7 +1,7 @@
 package models
 
-// A ride's status, and the queries that move rides by status or find them by it: Stripe's
-// webhooks raise a ride's status by its charge, and an operator lists the disputed rides.
+// A ride's status, and the queries that raise it or list rides by it: Stripe's webhooks raise
+// a ride's status through its charge, and an operator lists the disputed rides.
 
 import (
 	"context"
