@@ -12,42 +12,43 @@ import (
 // Reasons a request is recorded as abandoned.
 const (
 	// AbandonedReasonStripeKeyExpired: the charge was first attempted so long ago that Stripe may
-	// have forgotten our idempotency key, so re-sending it could charge twice.
+	// have forgotten our idempotency key, and sending it again could charge twice.
 	AbandonedReasonStripeKeyExpired = "stripe_idempotency_key_expired"
 
 	// AbandonedReasonStripeKeyConflict: Stripe refused our idempotency key because it was first
-	// used with other charge parameters (the rider's Stripe customer changed between attempts,
-	// say), so it will neither replay the first attempt nor charge again.
+	// used with other charge parameters (say, the rider's Stripe customer changed between
+	// attempts). Stripe will neither replay the first attempt nor charge again.
 	AbandonedReasonStripeKeyConflict = "stripe_idempotency_key_conflict"
 
-	// AbandonedReasonStripeReplayedError: Stripe failed while executing our charge and saved that
-	// failure under our idempotency key, so every retry gets the same error back and cannot tell
+	// AbandonedReasonStripeReplayedError: Stripe failed while executing our charge and saved the
+	// failure under our idempotency key. Every retry gets the same error back, and none can tell
 	// whether a charge exists.
 	AbandonedReasonStripeReplayedError = "stripe_replayed_error"
 
-	// AbandonedReasonStripeRefundRefused: Stripe refused a cancel's refund for a reason of ours
-	// (not a refund or dispute that got there first), which no retry changes.
+	// AbandonedReasonStripeRefundRefused: Stripe refused a cancel's refund for a reason of ours,
+	// not because a refund or a dispute got there first. No retry changes that.
 	AbandonedReasonStripeRefundRefused = "stripe_refund_refused"
 
 	// AbandonedReasonChargeUnknown: a cancel of a ride whose booking ended without a known charge
-	// (it went to review, or was reaped unfinished), which nothing can refund until a person
-	// finds out whether the rider paid.
+	// (it went to review, or was reaped unfinished). Nothing can refund it until a person finds
+	// out whether the rider paid.
 	AbandonedReasonChargeUnknown = "charge_unknown"
 
-	// AbandonedReasonReapedUnfinished: the key reached the reaper's age without ever finishing,
-	// so neither its client nor the completer got it to a response, and deleting it would
-	// otherwise leave no trace of a request that may have created a ride or even charged for it.
+	// AbandonedReasonReapedUnfinished: the key reached the reaper's age unfinished: neither its
+	// client nor the completer got it to a response. Deleting it without this record would leave
+	// no trace of a request that may have created a ride, or even charged for it.
 	AbandonedReasonReapedUnfinished = "reaped_unfinished"
 )
 
-// AbandonedReasons are the reasons above, for reports that show each, none included.
+// AbandonedReasons lists the reasons above, so that a report can show each, even one that no
+// request has.
 var AbandonedReasons = []string{
 	AbandonedReasonStripeKeyExpired, AbandonedReasonStripeKeyConflict,
 	AbandonedReasonStripeReplayedError, AbandonedReasonStripeRefundRefused, AbandonedReasonChargeUnknown,
 	AbandonedReasonReapedUnfinished,
 }
 
-// AbandonedRequest is a request the system gave up on and a human must look at. It copies what
+// AbandonedRequest is a request the system gave up on, for a person to look at. It copies what
 // the idempotency key said, because keys are reaped and these rows are not.
 type AbandonedRequest struct {
 	ID               int64
@@ -65,8 +66,8 @@ type AbandonedRequest struct {
 }
 
 // AbandonedRequestQueueFromKey queues on batch the record of key as abandoned for reason, with
-// its ride if any: for an atomic phase, whose key may be new, inserted ahead of this in the same
-// batch. A new key's times are not known yet; the database's now() stands for them.
+// its ride if any. An atomic phase calls it, and its key may be new, inserted earlier in the same
+// batch. A new key's times are not known yet, so the database's now() stands in for them.
 func AbandonedRequestQueueFromKey(batch *pgx.Batch, key *IdempotencyKey, reason string, rideID *int64) {
 	var createdAt, lastRunAt *time.Time
 	if !key.CreatedAt.IsZero() {
@@ -101,8 +102,8 @@ func AbandonedRequestInsertFromKey(ctx context.Context, db DBTX, key *Idempotenc
 	return &r, nil
 }
 
-// AbandonedRequestList returns up to limit abandoned requests, the most recently recorded first:
-// an operator looking at them wants to see what went wrong lately.
+// AbandonedRequestList returns up to limit abandoned requests, the most recently recorded
+// first, because an operator wants to see what went wrong lately.
 func AbandonedRequestList(ctx context.Context, db DBTX, limit int) ([]*AbandonedRequest, error) {
 	rows, err := db.Query(ctx, `
 		SELECT id, created_at, reason, idempotency_key_id, idempotency_key, user_id,
@@ -126,9 +127,9 @@ func AbandonedRequestList(ctx context.Context, db DBTX, limit int) ([]*Abandoned
 	return requests, nil
 }
 
-// AbandonedRequestCountByReason counts the abandoned requests by reason: one entry for each of
-// AbandonedReasons, 0 if none, and one for any other reason a row holds (written by another
-// release, say).
+// AbandonedRequestCountByReason counts the abandoned requests by reason. It has an entry for
+// each of AbandonedReasons, 0 if none, and one for any other reason a row holds (written by
+// another release, say).
 func AbandonedRequestCountByReason(ctx context.Context, db DBTX) (map[string]int64, error) {
 	counts, err := countByKey(ctx, db, AbandonedReasons, `SELECT reason, count(*) FROM abandoned_requests GROUP BY reason`)
 	if err != nil {

@@ -15,8 +15,8 @@ const AuditActionRideCreated = "ride.created"
 // AuditActionRideCancelled is the audit action recorded when a cancel refunded a ride.
 const AuditActionRideCancelled = "ride.cancelled"
 
-// AuditRecord is a trail of who did what from where, kept for security reviews and for
-// reconstructing a request after the fact.
+// AuditRecord says who did what from where. It is kept for security reviews and to
+// reconstruct a request after the fact.
 type AuditRecord struct {
 	ID           int64
 	Action       string

@@ -1,16 +1,21 @@
-// Package models is the data layer: one file per table, each holding the table's type and the
-// plain SQL that reads and writes it. Functions take a DBTX so that the caller decides which
-// transaction they run in; models never begins or commits one.
+// Package models is the data layer: the plain SQL that reads and writes each table. A table's
+// type and its queries live in the file named for the table (idempotency_key.go). A part of a
+// table with a name of its own lives beside it, in a file named for that part: the points a key
+// passes (recovery_point.go), the background processes' queries on keys
+// (idempotency_key_background.go), a ride's status and its receipts (ride_status.go,
+// ride_receipt.go). This file holds what they all share, and citus.go what changes on Citus.
+// Functions take a DBTX, so the caller decides which transaction they run in; models never
+// begins or commits one.
 package models
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strings"
-	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,13 +29,29 @@ type DBTX interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// NewID returns a random positive 63-bit id for a new row of a table that the phases read and
+// write under SERIALIZABLE. Sequential ids would put every new row on one index page, where
+// SERIALIZABLE aborts unrelated riders (see migrations/00006_random_ids.sql). The application
+// draws ids itself, rather than taking a column default, so that a ride and the rows that point
+// at it go to Postgres in one round trip. Two ids among a billion rows collide with odds of
+// about one in ten billion, and the primary key would refuse the second anyway.
+func NewID() int64 {
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // never fails; see crypto/rand.Read
+		if id := int64(binary.BigEndian.Uint64(b[:]) >> 1); id != 0 {
+			return id
+		}
+	}
+}
+
 // ErrNotFound is returned when a lookup matches no row, so that callers can branch on it
 // without knowing about pgx.
 var ErrNotFound = errors.New("not found")
 
-// ErrLockLost is what a fenced write of a key returns when the key is no longer locked with the
-// caller's lock generation: another request took it over after the caller's lease ran out, or
-// the reaper deleted it. The caller's request is certainly not its holder any more.
+// ErrLockLost is returned by a fenced write of a key that is no longer locked with the caller's
+// lock generation. Another request took the key over after the caller's lease ran out, or the
+// reaper deleted the key. Either way, the caller's request no longer holds it.
 var ErrLockLost = errors.New("idempotency key lock was taken over by another request")
 
 // notFound maps pgx's no-rows error to ErrNotFound and leaves every other error alone.
@@ -41,10 +62,10 @@ func notFound(err error) error {
 	return err
 }
 
-// IsUnavailable reports whether err means the database could not be reached, is going away
-// (a refused or broken connection, a server shutting down or starting up) or could not serve the
-// query in time (a statement or lock timeout, a deadline), rather than that a query was wrong:
-// the caller should answer "try again later", not "bug".
+// IsUnavailable reports whether err means the database is out of reach, rather than that a
+// query was wrong: a refused or broken connection, a server shutting down or starting up, or a
+// query that could not be served in time (a statement or lock timeout, a deadline). The caller
+// should answer "try again later", not "bug".
 func IsUnavailable(err error) bool {
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {
@@ -56,9 +77,9 @@ func IsUnavailable(err error) bool {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		// Class 08: connection exception; 57P01-57P03: shutdown, crash, cannot connect now;
-		// 57014: statement_timeout (or a cancelled query); 55P03: lock_timeout; 25006: a write
-		// on a server that is a standby, which an old primary is once it has been demoted.
+		// Class 08: connection exception. 57P01-57P03: shutdown, crash, cannot connect now.
+		// 57014: statement_timeout or a cancelled query. 55P03: lock_timeout. 25006: a write on
+		// a standby, which an old primary becomes once it is demoted.
 		switch pgErr.Code {
 		case "57P01", "57P02", "57P03", "57014", "55P03", "25006":
 			return true
@@ -83,6 +104,20 @@ func uniqueViolation(err error) error {
 	return err
 }
 
+// maxErrorTextLen is the CHECK on idempotency_keys.last_error.
+const maxErrorTextLen = 2000
+
+// SanitizeErrorText makes an error message fit a text column. Postgres rejects NUL bytes and
+// invalid UTF-8, and an error that quotes a remote server's answer may hold either. A rejected
+// write of a key's last error would leave the key locked.
+func SanitizeErrorText(text string) string {
+	text = strings.ReplaceAll(strings.ToValidUTF8(text, "\uFFFD"), "\x00", "")
+	if r := []rune(text); len(r) > maxErrorTextLen {
+		text = string(r[:maxErrorTextLen])
+	}
+	return text
+}
+
 // countByKey runs sql, which selects (key text, count bigint) rows, and returns the counts by
 // key: one entry for each of keys, 0 if sql counted none, and one for any other key it returned.
 func countByKey(ctx context.Context, db DBTX, keys []string, sql string, args ...any) (map[string]int64, error) {
@@ -98,105 +133,4 @@ func countByKey(ctx context.Context, db DBTX, keys []string, sql string, args ..
 		return nil
 	})
 	return counts, err
-}
-
-// serializationWarningKey is where RecordSerializationWarnings keeps, in a connection's
-// CustomData, the code of the last serialization warning it received.
-const serializationWarningKey = "rocketrides.serialization_warning"
-
-// RecordSerializationWarnings is the OnNotice handler of every connection the service opens. It
-// keeps the code of a serialization failure (40001) or deadlock (40P01) that the server sent as a
-// WARNING, which is how Citus reports one that a worker found at COMMIT: a WARNING with the
-// 40001, then the ERROR the client gets, XX000 "could not commit transaction for shard … on at
-// least one active node". CommitSerializationFailure reads it.
-func RecordSerializationWarnings(conn *pgconn.PgConn, notice *pgconn.Notice) {
-	if notice.Code == "40001" || notice.Code == "40P01" {
-		conn.CustomData()[serializationWarningKey] = notice.Code
-	}
-}
-
-// ForgetSerializationWarnings clears what RecordSerializationWarnings kept on conn, as a
-// transaction begins.
-func ForgetSerializationWarnings(conn *pgconn.PgConn) {
-	delete(conn.CustomData(), serializationWarningKey)
-}
-
-// CommitSerializationFailure returns err, a failed COMMIT's error on conn, as the serialization
-// failure (or deadlock) it stands for when the server reported one in a WARNING before failing
-// the COMMIT with XX000, so that it is retried like any other; any other err is returned as it
-// is. The original error stays in the chain.
-func CommitSerializationFailure(conn *pgconn.PgConn, err error) error {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "XX000" {
-		return err
-	}
-	code, ok := conn.CustomData()[serializationWarningKey].(string)
-	if !ok {
-		return err
-	}
-	return errors.Join(&pgconn.PgError{Severity: "ERROR", Code: code,
-		Message: "serialization failure reported in a WARNING before the COMMIT failed"}, err)
-}
-
-// Distributed reports whether table is a Citus distributed table: whether this database is a
-// Citus coordinator whose rider tables are spread over workers by user_id. A statement locking
-// rows (FOR UPDATE) must then stay on one rider's shard, which the enqueuer and the reaper heed.
-func Distributed(ctx context.Context, db DBTX, table string) (bool, error) {
-	var citus bool
-	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
-		return false, fmt.Errorf("error looking for Citus: %w", err)
-	}
-	if !citus {
-		return false, nil
-	}
-	var distributed bool
-	err := db.QueryRow(ctx, `
-		SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1))`, table).Scan(&distributed)
-	if err != nil {
-		return false, fmt.Errorf("error looking up how %s is distributed: %w", table, err)
-	}
-	return distributed, nil
-}
-
-// DistributedTable remembers whether a table is distributed (Distributed): found out at first
-// use, and again after Forget, which a caller calls when a statement failed, since the table may
-// have been laid out for Citus since. Safe for concurrent use.
-type DistributedTable struct {
-	Table string
-	known atomic.Pointer[bool]
-}
-
-// Is reports whether the table is distributed, asking db the first time.
-func (d *DistributedTable) Is(ctx context.Context, db DBTX) (bool, error) {
-	if known := d.known.Load(); known != nil {
-		return *known, nil
-	}
-	distributed, err := Distributed(ctx, db, d.Table)
-	if err != nil {
-		return false, err
-	}
-	d.known.Store(&distributed)
-	return distributed, nil
-}
-
-// Forget makes the next Is ask again.
-func (d *DistributedTable) Forget() { d.known.Store(nil) }
-
-// groupByRider reads (user_id, id) rows, the result of a query that failed with queryErr or
-// not, into the riders in the order they first came and each rider's ids: what the functions
-// that lock rider by rider on Citus lock next.
-func groupByRider(rows pgx.Rows, queryErr error) (riders []int64, byRider map[int64][]int64, err error) {
-	if queryErr != nil {
-		return nil, nil, queryErr
-	}
-	byRider = map[int64][]int64{}
-	var userID, id int64
-	_, err = pgx.ForEachRow(rows, []any{&userID, &id}, func() error {
-		if _, ok := byRider[userID]; !ok {
-			riders = append(riders, userID)
-		}
-		byRider[userID] = append(byRider[userID], id)
-		return nil
-	})
-	return riders, byRider, err
 }

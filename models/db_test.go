@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -31,6 +33,28 @@ func TestIsUnavailable(t *testing.T) {
 			t.Parallel()
 			if got := IsUnavailable(tt.err); got != tt.want {
 				t.Fatalf("IsUnavailable(%v) = %t, want %t", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSanitizeErrorText(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name, in, want string
+	}{
+		{"Plain", "payment processor unavailable: EOF", "payment processor unavailable: EOF"},
+		{"NUL", "bad\x00byte", "badbyte"},
+		{"InvalidUTF8", "cut in half: \xc3", "cut in half: \uFFFD"},
+		{"LongIsTruncated", strings.Repeat("é", 2500), strings.Repeat("é", 2000)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := SanitizeErrorText(tt.in)
+			if got != tt.want || !utf8.ValidString(got) {
+				t.Fatalf("want %q, got %q", tt.want, got)
 			}
 		})
 	}

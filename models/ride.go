@@ -3,46 +3,11 @@ package models
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
-
-// RideStatus is what became of a ride's charge after the booking.
-type RideStatus string
-
-// The states of a ride, in order of precedence: a ride only ever moves to a state of higher
-// precedence (RideRaiseStatus), so the webhooks that report them, which Stripe sends in no
-// particular order, leave a ride the same whatever order they arrive in. Our own cancel outranks
-// a refund Stripe reports (the refund was ours), and a dispute outranks everything, because a
-// person must answer it. A declined ride has no charge for any event or cancel to name, so
-// nothing moves it on.
-const (
-	RideStatusBooked    RideStatus = "booked"    // charged, or the charge not answered yet
-	RideStatusDeclined  RideStatus = "declined"  // Stripe refused the booking's charge for good
-	RideStatusRefunded  RideStatus = "refunded"  // refunded in full from Stripe's dashboard
-	RideStatusCancelled RideStatus = "cancelled" // cancelled by the rider and refunded by us
-	RideStatusDisputed  RideStatus = "disputed"  // the rider's bank disputes the charge
-)
-
-// rideStatusOrder is the states in order of precedence.
-var rideStatusOrder = []RideStatus{RideStatusBooked, RideStatusDeclined, RideStatusRefunded, RideStatusCancelled, RideStatusDisputed}
-
-// Raise returns the state of higher precedence of s and to: what a ride at s moves to when to
-// is reported.
-func (s RideStatus) Raise(to RideStatus) RideStatus {
-	if slices.Index(rideStatusOrder, to) > slices.Index(rideStatusOrder, s) {
-		return to
-	}
-	return s
-}
-
-// rideStatusRank is the SQL of a status's precedence, for a status expression s.
-func rideStatusRank(s string) string {
-	return `array_position(ARRAY['booked', 'declined', 'refunded', 'cancelled', 'disputed'], ` + s + `)`
-}
 
 // Ride is one trip a rider booked. StripeChargeID is nil until the charge went through.
 type Ride struct {
@@ -61,11 +26,11 @@ type Ride struct {
 
 	Status RideStatus
 
-	// StripeRefundID is the refund our cancel made, and StripeRefundAmount what it gave back (nil
-	// on a refund recorded before migration 00013 or by the release before it, whose receipt
-	// states the fare: too much, if part of the charge was refunded at the dashboard first);
-	// CancelIdempotencyKeyID the key of the cancel request that claimed the ride (nil again once
-	// the reaper recycled it).
+	// StripeRefundID is the refund our cancel made, and StripeRefundAmount what it gave back.
+	// The amount is nil on a refund recorded before migration 00013, or by the release before
+	// it; such a refund's receipt states the fare, which is too much if part of the charge was
+	// refunded at Stripe's dashboard first. CancelIdempotencyKeyID is the key of the cancel that
+	// claimed the ride; it turns nil again when the reaper deletes that key.
 	StripeRefundID         *string
 	StripeRefundAmount     *int64
 	CancelIdempotencyKeyID *int64
@@ -90,7 +55,7 @@ func scanRide(row interface{ Scan(...any) error }, extra ...any) (*Ride, error) 
 	return &r, nil
 }
 
-// RideInsert queues on batch the insert of ride, a ride not charged yet, with the id and columns
+// RideInsert queues on batch the insert of ride, not charged yet, with the id and the columns
 // the caller set. ride.CreatedAt receives the database's time once the batch has run.
 func RideInsert(batch *pgx.Batch, ride *Ride) {
 	batch.Queue(`
@@ -107,8 +72,8 @@ func RideInsert(batch *pgx.Batch, ride *Ride) {
 	})
 }
 
-// RideGetByIdempotencyKeyID finds the ride a request created, which is how a resumed request
-// picks up where it left off. Returns ErrNotFound if there is none.
+// RideGetByIdempotencyKeyID finds the ride a booking created. A resumed booking reads it to
+// pick up where it left off. It returns ErrNotFound if there is none.
 func RideGetByIdempotencyKeyID(ctx context.Context, db DBTX, userID, keyID int64) (*Ride, error) {
 	ride, err := scanRide(db.QueryRow(ctx, `
 		SELECT `+rideColumns+`
@@ -120,8 +85,22 @@ func RideGetByIdempotencyKeyID(ctx context.Context, db DBTX, userID, keyID int64
 	return ride, nil
 }
 
-// RideGetByIDForUser finds a ride that belongs to userID. Someone else's ride is ErrNotFound,
-// so that callers cannot tell it from a ride that does not exist.
+// RideIDOfKey returns the ride a request worked on: the ride its key booked, or the ride its
+// key cancels. It returns ErrNotFound when there is none: a booking that stopped before it
+// created its ride, or a cancel of a ride the rider does not have.
+func RideIDOfKey(ctx context.Context, db DBTX, userID, keyID int64) (int64, error) {
+	var id int64
+	err := db.QueryRow(ctx, `
+		SELECT id FROM rides WHERE user_id = $1 AND (idempotency_key_id = $2 OR cancel_idempotency_key_id = $2)
+		LIMIT 1`, userID, keyID).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("error getting ride of idempotency key %d: %w", keyID, notFound(err))
+	}
+	return id, nil
+}
+
+// RideGetByIDForUser finds a ride of rider userID. Someone else's ride is ErrNotFound, so that
+// a caller cannot tell it from a ride that does not exist.
 func RideGetByIDForUser(ctx context.Context, db DBTX, id, userID int64) (*Ride, error) {
 	ride, err := scanRide(db.QueryRow(ctx, `
 		SELECT `+rideColumns+`
@@ -134,8 +113,9 @@ func RideGetByIDForUser(ctx context.Context, db DBTX, id, userID int64) (*Ride, 
 }
 
 // RideListForUser returns up to limit of a rider's rides, newest first (ties by id), and whether
-// more follow: those after the ride startingAfter if it is not zero, which must be one of the
-// rider's own (ErrNotFound otherwise). The index rides_user_id_created_at_id serves it.
+// more follow. A startingAfter other than zero lists the rides after that ride, which must be
+// one of the rider's own (ErrNotFound otherwise). The index rides_user_id_created_at_id serves
+// the query.
 func RideListForUser(ctx context.Context, db DBTX, userID int64, limit int, startingAfter int64) ([]*Ride, bool, error) {
 	if startingAfter != 0 {
 		var exists bool
@@ -180,56 +160,47 @@ func RideListForUser(ctx context.Context, db DBTX, userID int64, limit int, star
 	return rides, false, nil
 }
 
+// oneRide checks a queued write of one ride. A write that matched no row fails with ErrNotFound,
+// wrapped in format, which takes the ride's id.
+func oneRide(format string, id int64) func(pgconn.CommandTag) error {
+	return func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf(format+": %w", id, ErrNotFound)
+		}
+		return nil
+	}
+}
+
 // RideSetStripeChargeID queues on batch the recording of the charge that paid for a ride.
 func RideSetStripeChargeID(batch *pgx.Batch, userID, id int64, chargeID string) {
 	batch.Queue(`
 		UPDATE rides
-		SET stripe_charge_id = $2
-		WHERE user_id = $3 AND id = $1`, id, chargeID, userID,
-	).Exec(func(tag pgconn.CommandTag) error {
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("error setting charge of ride %d: %w", id, ErrNotFound)
-		}
-		return nil
-	})
+		SET stripe_charge_id = $3
+		WHERE user_id = $1 AND id = $2`, userID, id, chargeID,
+	).Exec(oneRide("error setting charge of ride %d", id))
 }
 
-// RideReceipt records that a ride's receipt was mailed. It lives in columns of rides (see
-// migrations/00004_ride_receipts.sql) because a ride has at most one receipt.
-type RideReceipt struct {
-	RideID    int64
-	MessageID string
-	SentAt    time.Time
-}
-
-// RideReceiptGet returns the receipt recorded for a ride, or ErrNotFound if none was sent yet
-// (or the ride does not exist).
-func RideReceiptGet(ctx context.Context, db DBTX, rideID int64) (*RideReceipt, error) {
-	var r RideReceipt
-	err := db.QueryRow(ctx, `
-		SELECT id, receipt_message_id, receipt_sent_at
-		FROM rides
-		WHERE id = $1 AND receipt_sent_at IS NOT NULL`, rideID).
-		Scan(&r.RideID, &r.MessageID, &r.SentAt)
-	if err != nil {
-		return nil, fmt.Errorf("error getting receipt of ride %d: %w", rideID, notFound(err))
-	}
-	return &r, nil
-}
-
-// RideReceiptRecord records that the receipt of a ride was sent with messageID. It records only
-// the first receipt: if one is recorded already, it changes nothing and returns ErrNotFound, so
-// that the caller learns that another run got there first.
-func RideReceiptRecord(ctx context.Context, db DBTX, userID, rideID int64, messageID string) (*RideReceipt, error) {
-	var r RideReceipt
-	err := db.QueryRow(ctx, `
+// RideClaimForCancel queues on batch the claim of a ride by the cancel whose key is keyID. The
+// claim makes a second cancel, under another key, answer ride_already_cancelled instead of
+// refunding again. Two cancels of one ride both write its row, so under SERIALIZABLE one of them
+// retries and finds the other's claim.
+func RideClaimForCancel(batch *pgx.Batch, userID, id, keyID int64) {
+	batch.Queue(`
 		UPDATE rides
-		SET receipt_sent_at = now(), receipt_message_id = $2
-		WHERE user_id = $3 AND id = $1 AND receipt_sent_at IS NULL
-		RETURNING id, receipt_message_id, receipt_sent_at`, rideID, messageID, userID).
-		Scan(&r.RideID, &r.MessageID, &r.SentAt)
-	if err != nil {
-		return nil, fmt.Errorf("error recording receipt of ride %d: %w", rideID, notFound(err))
-	}
-	return &r, nil
+		SET cancel_idempotency_key_id = $3
+		WHERE user_id = $1 AND id = $2`, userID, id, keyID,
+	).Exec(oneRide("error claiming ride %d for cancel", id))
+}
+
+// RideRecordRefund queues on batch the record of the refund our cancel made and the amount it
+// gave back. The ride becomes cancelled, unless a status of higher precedence (a dispute) got
+// there first.
+func RideRecordRefund(batch *pgx.Batch, userID, id int64, refundID string, amount int64) {
+	batch.Queue(`
+		UPDATE rides
+		SET stripe_refund_id = $3, stripe_refund_amount = $4,
+			status = CASE WHEN `+rideStatusRank("status")+` < `+rideStatusRank("'cancelled'")+`
+				THEN 'cancelled' ELSE status END
+		WHERE user_id = $1 AND id = $2`, userID, id, refundID, amount,
+	).Exec(oneRide("error recording refund of ride %d", id))
 }

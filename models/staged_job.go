@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// StagedJob is a background job waiting for its transaction to commit. Workers never see this
-// table; the enqueuer moves committed rows into the job queue, and leaves here, marked failed,
-// those the queue would not take.
+// StagedJob is a background job staged in the transaction that wants it. Workers never see this
+// table: the enqueuer moves committed rows into River's job queue. Rows the queue would not take
+// stay here, marked failed.
 type StagedJob struct {
 	ID        int64
 	CreatedAt time.Time
@@ -28,13 +28,13 @@ type StagedJob struct {
 	LastError *string
 }
 
-// StagedJobsChannel is the channel that wakes the enqueuer: StagedJobsNotify notifies it once
-// jobs were staged and committed, and the enqueuer listens on it.
+// StagedJobsChannel is the channel that wakes the enqueuer. StagedJobsNotify notifies it once
+// staged jobs are committed, and the enqueuer listens on it.
 const StagedJobsChannel = "staged_jobs"
 
-// StagedJobsNotify wakes every enqueuer listening on StagedJobsChannel. It is sent after the
-// transaction that staged jobs committed, never inside it: a transaction that notifies takes a
-// database-wide lock while it commits, which would serialize every ride's last commit.
+// StagedJobsNotify wakes every enqueuer listening on StagedJobsChannel. A caller sends it after
+// the transaction that staged jobs committed, never inside it: a transaction that notifies takes
+// a database-wide lock while it commits, which would serialize every ride's last commit.
 func StagedJobsNotify(ctx context.Context, db DBTX) error {
 	if _, err := db.Exec(ctx, `SELECT pg_notify($1, '')`, StagedJobsChannel); err != nil {
 		return fmt.Errorf("error waking the enqueuer: %w", err)
@@ -43,8 +43,8 @@ func StagedJobsNotify(ctx context.Context, db DBTX) error {
 }
 
 // StagedJobInsert queues on batch the staging of a job for rider userID, in the caller's
-// transaction, so that the job exists if and only if that transaction commits. The rider places
-// the row beside the rider's other rows (on Citus, on the same worker).
+// transaction, so that the job exists if and only if that transaction commits. The rider's id
+// puts the row beside the rider's other rows (on Citus, on the same worker).
 func StagedJobInsert(batch *pgx.Batch, userID int64, name string, args json.RawMessage) {
 	batch.Queue(`
 		INSERT INTO staged_jobs (job_name, job_args, user_id)
@@ -52,14 +52,15 @@ func StagedJobInsert(batch *pgx.Batch, userID int64, name string, args json.RawM
 	).Exec(func(pgconn.CommandTag) error { return nil })
 }
 
-// StagedJobLockBatch locks up to limit staged jobs, oldest first, for the caller's transaction,
-// which hands them over and deletes them (or marks them failed) before it commits. SKIP LOCKED
-// lets several enqueuers drain at once: each takes rows that no other has locked instead of
-// queueing behind another's batch, so no job is taken twice and none waits for a stuck enqueuer.
+// StagedJobLockBatch locks up to limit staged jobs, oldest first, until the caller's
+// transaction ends; the caller hands them over and deletes them (or marks them failed) before it
+// commits. SKIP LOCKED lets several enqueuers drain at once: each takes rows no other has
+// locked, instead of waiting behind another's batch. So no job is taken twice, and none waits
+// for a stuck enqueuer.
 //
-// Only jobs named in jobNames are taken, and none that failed: a job staged by a newer release,
-// which the caller has no worker for, stays staged untouched until a release that knows it runs,
-// and neither it nor a failed job can fill the batch and hold up the jobs behind it.
+// It takes only jobs named in jobNames, and none that failed. A job staged by a newer release,
+// which the caller has no worker for, stays staged until a release that knows it runs. So
+// neither such a job nor a failed one can fill the batch and hold up the jobs behind it.
 func StagedJobLockBatch(ctx context.Context, db DBTX, jobNames []string, limit int) ([]*StagedJob, error) {
 	rows, err := db.Query(ctx, `
 		SELECT id, created_at, job_name, job_args
@@ -78,11 +79,11 @@ func StagedJobLockBatch(ctx context.Context, db DBTX, jobNames []string, limit i
 	return jobs, nil
 }
 
-// StagedJobLockByRider locks staged jobs as StagedJobLockBatch does, for a database where
-// staged_jobs is distributed by rider (Citus, see Distributed), which refuses a FOR UPDATE that spans shards: it
-// reads the oldest candidates without a lock, then locks each rider's among them with a
-// statement of its own, routed to the rider's shard, all sent in one round trip. A candidate
-// another enqueuer took meanwhile is skipped, as SKIP LOCKED skips it.
+// StagedJobLockByRider locks staged jobs as StagedJobLockBatch does, on a database where
+// staged_jobs is distributed by rider (Citus, see Distributed). Citus refuses a FOR UPDATE that
+// spans shards, so this reads the oldest candidates without a lock first. Then it locks each
+// rider's candidates with a statement that Citus sends to the rider's shard, all in one round
+// trip. It skips a candidate another enqueuer took meanwhile, as SKIP LOCKED does.
 func StagedJobLockByRider(ctx context.Context, tx pgx.Tx, jobNames []string, limit int) ([]*StagedJob, error) {
 	rows, err := tx.Query(ctx, `
 		SELECT user_id, id
@@ -127,9 +128,9 @@ func scanStagedJob(row pgx.CollectableRow) (*StagedJob, error) {
 }
 
 // StagedJobDeleteByIDs deletes the staged jobs with exactly these ids and returns how many it
-// deleted. It deletes by id and never by a bound such as the largest id handed over (the bug of
-// the article's original enqueuer): ids are taken when a row is inserted, not when it commits,
-// so a row below the bound may have committed after the batch was read, or be locked by another
+// deleted. It never deletes up to a bound such as the largest id handed over, the bug of the
+// article's original enqueuer. A row takes its id when it is inserted, not when it commits, so a
+// row below the bound may have committed after the batch was read, or be locked by another
 // enqueuer, and deleting it would lose its job.
 func StagedJobDeleteByIDs(ctx context.Context, db DBTX, ids []int64) (int64, error) {
 	tag, err := db.Exec(ctx, `DELETE FROM staged_jobs WHERE id = ANY($1)`, ids)
@@ -139,13 +140,14 @@ func StagedJobDeleteByIDs(ctx context.Context, db DBTX, ids []int64) (int64, err
 	return tag.RowsAffected(), nil
 }
 
-// stagedJobLastErrorMaxChars is the CHECK on staged_jobs.last_error (migration 00005): enough
-// for any error chain the enqueuer writes, short enough that a poisoned job cannot bloat the row.
+// stagedJobLastErrorMaxChars is the CHECK on staged_jobs.last_error (migration 00005). It is
+// enough for any error chain the enqueuer writes, and short enough that a poisoned job cannot
+// bloat the row.
 const stagedJobLastErrorMaxChars = 2000
 
-// StagedJobMarkFailed sets a staged job aside: it stays in staged_jobs, where a person finds it
-// (see migrations/00005_staged_jobs_failures.sql), and enqueuers no longer take it. lastError is
-// cut to fit its column. Returns ErrNotFound if there is no such job.
+// StagedJobMarkFailed sets a staged job aside. The job stays in staged_jobs, where a person finds
+// it (see migrations/00005_staged_jobs_failures.sql), and enqueuers no longer take it. lastError
+// is cut to fit its column. It returns ErrNotFound if there is no such job.
 func StagedJobMarkFailed(ctx context.Context, db DBTX, id int64, lastError string) error {
 	// Postgres text holds neither NUL nor invalid UTF-8, and an error message may quote either.
 	lastError = strings.ToValidUTF8(strings.ReplaceAll(lastError, "\x00", ""), "\uFFFD")
@@ -168,7 +170,7 @@ func StagedJobMarkFailed(ctx context.Context, db DBTX, id int64, lastError strin
 	return nil
 }
 
-// StagedJobBacklog is what staged_jobs holds: the figures of the enqueuer's metrics.
+// StagedJobBacklog counts what staged_jobs holds, for the enqueuer's metrics.
 type StagedJobBacklog struct {
 	// Pending jobs wait to be enqueued: every row not set aside, whatever its job name.
 	Pending int64
@@ -182,7 +184,7 @@ type StagedJobBacklog struct {
 }
 
 // StagedJobCountBacklog counts the staged jobs. The table holds few rows while the enqueuer
-// keeps up, so counting them is cheap; it is a backlog that this makes visible.
+// keeps up, so counting them is cheap, and a backlog shows at once.
 func StagedJobCountBacklog(ctx context.Context, db DBTX) (*StagedJobBacklog, error) {
 	var b StagedJobBacklog
 	var ageSeconds float64
@@ -199,7 +201,7 @@ func StagedJobCountBacklog(ctx context.Context, db DBTX) (*StagedJobBacklog, err
 }
 
 // StagedJobsStranded counts the staged jobs that an enqueuer knowing jobNames leaves where they
-// are, for it to remind an operator of them.
+// are, so that it can remind an operator of them.
 type StagedJobsStranded struct {
 	// Failed jobs were set aside and wait for a person.
 	Failed int64
@@ -245,12 +247,12 @@ func StagedJobListFailed(ctx context.Context, db DBTX, limit int) ([]*StagedJob,
 	return jobs, nil
 }
 
-// StagedJobRetry hands a failed staged job back to the enqueuer: it clears the failure, once its
-// cause is fixed (a worker for the job name deployed, the arguments corrected), and wakes the
-// enqueuer on StagedJobsChannel: a notification sent in a transaction arrives as it commits, and
-// an operator's retry is far too rare for the lock that costs to matter. Returns
-// ErrNotFound if there is no such job, or it has not failed (it waits for the enqueuer already,
-// or was enqueued and is gone from staged_jobs).
+// StagedJobRetry hands a failed staged job back to the enqueuer, once the failure's cause is
+// fixed (a worker for the job name deployed, the arguments corrected). It clears the failure and
+// wakes the enqueuer on StagedJobsChannel. Inside a transaction, the notification arrives as the
+// transaction commits; an operator's retry is far too rare for the lock that costs to matter.
+// It returns ErrNotFound if there is no such job, or the job has not failed: it waits for the
+// enqueuer already, or was enqueued and is gone from staged_jobs.
 func StagedJobRetry(ctx context.Context, db DBTX, id int64) error {
 	tag, err := db.Exec(ctx, `
 		UPDATE staged_jobs

@@ -9,11 +9,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// StripeEventRecord records that the Stripe event id, of type eventType and created at created,
-// is being applied, in the transaction that applies it. It reports false when the event was
-// recorded before: a delivery Stripe repeated, which must change nothing. Two deliveries of one
-// event at once wait on each other at the primary key, and the second reports false once the
-// first commits.
+// StripeEventRecord records Stripe's event id, of type eventType and created at created, in the
+// transaction that applies it. It reports false when the event was recorded before: Stripe
+// repeated a delivery, which must change nothing. Two deliveries of one event at once wait on
+// each other at the primary key, and the second reports false once the first commits.
 func StripeEventRecord(ctx context.Context, db DBTX, id, eventType string, created time.Time) (bool, error) {
 	tag, err := db.Exec(ctx, `
 		INSERT INTO stripe_events (id, type, created_at)
@@ -25,10 +24,11 @@ func StripeEventRecord(ctx context.Context, db DBTX, id, eventType string, creat
 	return tag.RowsAffected() == 1, nil
 }
 
-// StripeEventKeep keeps the event id, which StripeEventRecord recorded, for chargeID, which no
-// ride records yet: status is the ride status it reports, for the transaction that records the
-// charge to apply. Only a kept event enters the index that every booking reads, so that a
-// webhook for a charge a ride records never writes where a booking reads.
+// StripeEventKeep keeps event id, already recorded by StripeEventRecord, for chargeID, a charge
+// that no ride records yet. status is the ride status the event reports. The transaction that
+// later records the charge on its ride applies it. Only kept events enter the index that every
+// booking reads, so that a webhook for a charge a ride already records never writes where a
+// booking reads.
 func StripeEventKeep(ctx context.Context, db DBTX, id, chargeID string, status RideStatus) error {
 	tag, err := db.Exec(ctx, `UPDATE stripe_events SET charge_id = $2, ride_status = $3 WHERE id = $1`,
 		id, chargeID, string(status))
@@ -41,7 +41,7 @@ func StripeEventKeep(ctx context.Context, db DBTX, id, chargeID string, status R
 	return nil
 }
 
-// StripeEventSetRide records which ride an event changed; the event is no longer kept.
+// StripeEventSetRide records which ride an event changed. The event is no longer kept.
 func StripeEventSetRide(ctx context.Context, db DBTX, id string, rideID int64) error {
 	if _, err := db.Exec(ctx, `UPDATE stripe_events SET ride_id = $2 WHERE id = $1`, id, rideID); err != nil {
 		return fmt.Errorf("error recording ride of Stripe event %s: %w", id, err)
@@ -49,15 +49,15 @@ func StripeEventSetRide(ctx context.Context, db DBTX, id string, rideID int64) e
 	return nil
 }
 
-// KeptStripeEvent is an event that came before any ride recorded its charge, kept to be applied
-// by the transaction that records it.
+// KeptStripeEvent is an event that came before any ride recorded its charge. It is kept for the
+// transaction that records the charge, which applies it.
 type KeptStripeEvent struct {
 	ID       string
 	ChargeID string
 	Status   RideStatus
 }
 
-// StripeEventsKeptFor queues on batch the read of the events kept for chargeID, and appends them
+// StripeEventsKeptFor queues on batch the read of the events kept for chargeID. It appends them
 // to kept once the batch has run.
 func StripeEventsKeptFor(batch *pgx.Batch, chargeID string, kept *[]KeptStripeEvent) {
 	batch.Queue(`
@@ -76,7 +76,7 @@ func StripeEventsKeptFor(batch *pgx.Batch, chargeID string, kept *[]KeptStripeEv
 	})
 }
 
-// StripeEventsSetRide queues on batch what StripeEventSetRide does, for the events ids.
+// StripeEventsSetRide queues on batch what StripeEventSetRide does, for each of the events ids.
 func StripeEventsSetRide(batch *pgx.Batch, ids []string, rideID int64) {
 	batch.Queue(`UPDATE stripe_events SET ride_id = $2 WHERE id = ANY($1)`, ids, rideID).
 		Exec(func(tag pgconn.CommandTag) error {
@@ -87,17 +87,17 @@ func StripeEventsSetRide(batch *pgx.Batch, ids []string, rideID int64) {
 		})
 }
 
-// KeptStripeEventCursor is where a listing of kept events stopped: the receipt time and id of
-// the last event it returned. The zero cursor starts from the first.
+// KeptStripeEventCursor is where a listing of kept events stopped: the time the last event it
+// returned was received, and its id. The zero cursor starts from the first.
 type KeptStripeEventCursor struct {
 	ReceivedAt time.Time
 	ID         string
 }
 
-// StripeEventListKept returns up to limit of the events kept for a charge and received within
-// the last receivedWithin, oldest first, from after on, and the cursor of the next page. Paging
-// on (received_at, id) reaches every kept event however many older ones stay kept for good (a
-// charge of another integration on the same Stripe account, which no ride ever records).
+// StripeEventListKept returns up to limit kept events received within the last receivedWithin,
+// oldest first, starting after after, and the cursor of the next page. Paging on
+// (received_at, id) reaches every kept event, however many older ones stay kept for good (say,
+// for a charge of another integration on the same Stripe account, which no ride ever records).
 func StripeEventListKept(ctx context.Context, db DBTX, receivedWithin time.Duration, after KeptStripeEventCursor, limit int) ([]KeptStripeEvent, KeptStripeEventCursor, error) {
 	rows, _ := db.Query(ctx, `
 		SELECT id, charge_id, ride_status, received_at FROM stripe_events

@@ -31,7 +31,8 @@ type UserInsertParams struct {
 	APITokenHash     []byte
 }
 
-// UserInsert creates a user. A taken email or Stripe customer gives ErrUniqueViolation.
+// UserInsert creates a user. It returns ErrUniqueViolation if the email or the Stripe customer
+// is taken.
 func UserInsert(ctx context.Context, db DBTX, params UserInsertParams) (*User, error) {
 	user, err := scanUser(db.QueryRow(ctx, `
 		INSERT INTO users (email, stripe_customer_id, api_token_hash)
@@ -69,7 +70,7 @@ func UserGetByAPITokenHash(ctx context.Context, db DBTX, hash []byte) (*User, er
 }
 
 // UserUpdateAPITokenHash replaces the token of the user with email, so that only the new token
-// gets in, or returns ErrNotFound.
+// gets in. It returns ErrNotFound if there is no such user.
 func UserUpdateAPITokenHash(ctx context.Context, db DBTX, email string, hash []byte) (*User, error) {
 	user, err := scanUser(db.QueryRow(ctx, `
 		UPDATE users
