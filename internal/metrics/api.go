@@ -9,7 +9,7 @@ import (
 
 // Ride request outcomes, the values of rocketrides_ride_requests_total's outcome label: how each
 // POST /rides ended, as the rider saw it. Those of the charge are the problem codes the rider got
-// (and phases.ChargeOutcome's values), so that a log line, a series and an answer name a charge's
+// (and phases.StripeOutcome's values), so that a log line, a series and an answer name a charge's
 // outcome alike.
 const (
 	RideCreated            = "created"                                       // 201: booked and charged, now

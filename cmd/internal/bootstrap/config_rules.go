@@ -15,7 +15,7 @@ import (
 //   - A Stripe call can be answered within its request: STRIPE_TIMEOUT is under the executor's
 //     RequestTimeout.
 //   - A charge is sent with the key's Stripe idempotency key only while Stripe remembers it.
-//     prepareCharge lets a charge go out only within StripeKeyMaxAge of the first attempt, and
+//     prepareStripeCall lets a charge go out only within StripeKeyMaxAge of the first attempt, and
 //     the charge then goes out within the same run, which RequestTimeout bounds, or not at all
 //     (an expired context sends nothing). So the last use of a key is at most StripeKeyMaxAge
 //     plus RequestTimeout after its first, which must be under phases.StripeKeyMemory. This
