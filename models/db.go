@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -70,23 +71,16 @@ func notFound(err error) error {
 // should answer "try again later", not "bug".
 func IsUnavailable(err error) bool {
 	var connectErr *pgconn.ConnectError
-	if errors.As(err, &connectErr) {
-		return true
-	}
 	var netErr net.Error
-	if errors.As(err, &netErr) {
+	if errors.As(err, &connectErr) || errors.As(err, &netErr) {
 		return true
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
 		// Class 08: connection exception. 57P01-57P03: shutdown, crash, cannot connect now.
 		// 57014: statement_timeout or a cancelled query. 55P03: lock_timeout. 25006: a write on
 		// a standby, which an old primary becomes once it is demoted.
-		switch pgErr.Code {
-		case "57P01", "57P02", "57P03", "57014", "55P03", "25006":
-			return true
-		}
-		return strings.HasPrefix(pgErr.Code, "08")
+		codes := []string{"57P01", "57P02", "57P03", "57014", "55P03", "25006"}
+		return strings.HasPrefix(pgErr.Code, "08") || slices.Contains(codes, pgErr.Code)
 	}
 	// ErrConnClosed: a statement on a connection that pgx had already closed when it broke.
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || pgconn.Timeout(err) ||
@@ -106,12 +100,15 @@ func uniqueViolation(err error) error {
 	return err
 }
 
-// maxErrorTextLen is the CHECK on idempotency_keys.last_error.
+// maxErrorTextLen is the CHECK on idempotency_keys.last_error and on staged_jobs.last_error
+// (migration 00005): enough for any error chain, short enough that a poisoned job cannot bloat
+// its row.
 const maxErrorTextLen = 2000
 
-// SanitizeErrorText makes an error message fit a text column. Postgres rejects NUL bytes and
-// invalid UTF-8, and an error that quotes a remote server's answer may hold either. A rejected
-// write of a key's last error would leave the key locked.
+// SanitizeErrorText makes an error message fit a last_error column. Postgres rejects NUL bytes
+// and invalid UTF-8, and an error that quotes a remote server's answer may hold either. A
+// rejected write of a key's last error would leave the key locked, and of a staged job's would
+// stop the enqueuer at that job.
 func SanitizeErrorText(text string) string {
 	text = strings.ReplaceAll(strings.ToValidUTF8(text, "\uFFFD"), "\x00", "")
 	if r := []rune(text); len(r) > maxErrorTextLen {
@@ -166,12 +163,9 @@ func ForgetSerializationWarnings(conn *pgconn.PgConn) {
 // before it failed the COMMIT with XX000. The caller then retries it like any other. Any other
 // err comes back as it is. The original error stays in the chain.
 func CommitSerializationFailure(conn *pgconn.PgConn, err error) error {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "XX000" {
-		return err
-	}
-	code, ok := conn.CustomData()[serializationWarningKey].(string)
-	if !ok {
+	pgErr, failed := errors.AsType[*pgconn.PgError](err)
+	code, warned := conn.CustomData()[serializationWarningKey].(string)
+	if !failed || pgErr.Code != "XX000" || !warned {
 		return err
 	}
 	return errors.Join(&pgconn.PgError{Severity: "ERROR", Code: code,
@@ -183,16 +177,13 @@ func CommitSerializationFailure(conn *pgconn.PgConn, err error) error {
 // locks rows (FOR UPDATE) must then stay on one rider's shard; the enqueuer and the reaper see
 // to that.
 func Distributed(ctx context.Context, db DBTX, table string) (bool, error) {
-	var citus bool
-	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
-		return false, fmt.Errorf("error looking for Citus: %w", err)
+	var citus, distributed bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus)
+	// pg_dist_partition exists only where Citus is installed.
+	if err == nil && citus {
+		err = db.QueryRow(ctx, `
+			SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1))`, table).Scan(&distributed)
 	}
-	if !citus {
-		return false, nil
-	}
-	var distributed bool
-	err := db.QueryRow(ctx, `
-		SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1))`, table).Scan(&distributed)
 	if err != nil {
 		return false, fmt.Errorf("error looking up how %s is distributed: %w", table, err)
 	}
@@ -224,12 +215,9 @@ func (d *DistributedTable) Is(ctx context.Context, db DBTX) (bool, error) {
 func (d *DistributedTable) Forget() { d.known.Store(nil) }
 
 // groupByRider reads (user_id, id) rows into the riders, in the order they first came, and each
-// rider's ids: what the functions that lock rider by rider on Citus lock next. queryErr is the
-// error of the query that returned rows, passed on.
-func groupByRider(rows pgx.Rows, queryErr error) (riders []int64, byRider map[int64][]int64, err error) {
-	if queryErr != nil {
-		return nil, nil, queryErr
-	}
+// rider's ids: what the functions that lock rider by rider on Citus lock next. It returns the
+// error of the query that returned rows, if that failed.
+func groupByRider(rows pgx.Rows) (riders []int64, byRider map[int64][]int64, err error) {
 	byRider = map[int64][]int64{}
 	var userID, id int64
 	_, err = pgx.ForEachRow(rows, []any{&userID, &id}, func() error {

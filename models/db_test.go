@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -23,6 +24,9 @@ func TestIsUnavailable(t *testing.T) {
 		{"AdminShutdown", &pgconn.PgError{Code: "57P01"}, true},
 		{"ReadOnlyTransaction", &pgconn.PgError{Code: "25006"}, true},
 		{"ConnectionFailure", &pgconn.PgError{Code: "08006"}, true},
+		{"StatementTimeout", fmt.Errorf("error locking: %w", &pgconn.PgError{Code: "57014"}), true},
+		{"LockTimeout", &pgconn.PgError{Code: "55P03"}, true},
+		{"Refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, true},
 		{"Deadline", context.DeadlineExceeded, true},
 		{"UniqueViolation", &pgconn.PgError{Code: "23505"}, false},
 		{"SerializationFailure", &pgconn.PgError{Code: "40001"}, false},

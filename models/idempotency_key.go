@@ -41,19 +41,16 @@ type IdempotencyKey struct {
 	UserID                     int64
 }
 
-const idempotencyKeyColumns = `id, created_at, idempotency_key, last_run_at, locked_at,
-	locked_until, lock_generation,
+const idempotencyKeyColumns = `id, created_at, idempotency_key, last_run_at, locked_at, locked_until, lock_generation,
 	request_method, request_params, request_path, origin_ip, response_code, response_body,
 	recovery_point, stripe_idempotency_key, charge_attempted_at, last_error, user_id`
 
+// scanIdempotencyKey reads a row of idempotencyKeyColumns, a line of them to a line.
 func scanIdempotencyKey(row interface{ Scan(...any) error }) (*IdempotencyKey, error) {
 	var k IdempotencyKey
-	err := row.Scan(&k.ID, &k.CreatedAt, &k.IdempotencyKey, &k.LastRunAt, &k.LockedAt,
-		&k.LockedUntil, &k.LockGeneration,
-		&k.RequestMethod, &k.RequestParams, &k.RequestPath, &k.OriginIP, &k.ResponseCode,
-		&k.ResponseBody, &k.RecoveryPoint, &k.StripeIdempotencyKey, &k.ForeignMutationAttemptedAt,
-		&k.LastError, &k.UserID)
-	if err != nil {
+	if err := row.Scan(&k.ID, &k.CreatedAt, &k.IdempotencyKey, &k.LastRunAt, &k.LockedAt, &k.LockedUntil, &k.LockGeneration,
+		&k.RequestMethod, &k.RequestParams, &k.RequestPath, &k.OriginIP, &k.ResponseCode, &k.ResponseBody,
+		&k.RecoveryPoint, &k.StripeIdempotencyKey, &k.ForeignMutationAttemptedAt, &k.LastError, &k.UserID); err != nil {
 		return nil, err
 	}
 	return &k, nil
@@ -63,8 +60,7 @@ func scanIdempotencyKey(row interface{ Scan(...any) error }) (*IdempotencyKey, e
 // the transaction ends. It returns ErrNotFound if there is none.
 func IdempotencyKeyGetForUpdate(ctx context.Context, db DBTX, userID int64, key string) (*IdempotencyKey, error) {
 	k, err := scanIdempotencyKey(db.QueryRow(ctx, `
-		SELECT `+idempotencyKeyColumns+`
-		FROM idempotency_keys
+		SELECT `+idempotencyKeyColumns+` FROM idempotency_keys
 		WHERE user_id = $1 AND idempotency_key = $2
 		FOR UPDATE`, userID, key))
 	if err != nil {
@@ -185,17 +181,13 @@ func IdempotencyKeyRecordProgress(batch *pgx.Batch, userID, id, generation int64
 		SET recovery_point = $4,
 			locked_at = CASE WHEN $4 = 'finished' THEN NULL ELSE locked_at END,
 			locked_until = now() + make_interval(secs => $5),
-			response_code = $6,
-			response_body = $7,
+			response_code = $6, response_body = $7,
 			charge_attempted_at = least(charge_attempted_at, now() + make_interval(secs => $8))
 		WHERE user_id = $1 AND id = $2 AND lock_generation = $3 AND locked_until IS NOT NULL
 		RETURNING `+idempotencyKeyColumns,
-		userID, id, generation,
-		progress.RecoveryPoint,
+		userID, id, generation, progress.RecoveryPoint,
 		secondsIf(progress.RecoveryPoint != RecoveryPointFinished, lease.Seconds()),
-		progress.ResponseCode,
-		progress.ResponseBody,
-		secondsIf(progress.ForeignMutationAttempted, 0),
+		progress.ResponseCode, progress.ResponseBody, secondsIf(progress.ForeignMutationAttempted, 0),
 	).QueryRow(func(row pgx.Row) error {
 		k, err := scanIdempotencyKey(row)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -218,8 +210,7 @@ func IdempotencyKeyLock(ctx context.Context, db DBTX, userID, id int64, lease ti
 		UPDATE idempotency_keys
 		SET locked_at = now(), locked_until = now() + make_interval(secs => $3),
 			lock_generation = lock_generation + 1, last_run_at = now()
-		WHERE user_id = $1 AND id = $2
-			AND recovery_point <> 'finished'
+		WHERE user_id = $1 AND id = $2 AND recovery_point <> 'finished'
 			AND (locked_until IS NULL OR locked_until <= now())
 		RETURNING `+idempotencyKeyColumns, userID, id, lease.Seconds()))
 	if err != nil {
@@ -232,8 +223,7 @@ func IdempotencyKeyLock(ctx context.Context, db DBTX, userID, id int64, lease ti
 // request (lock generation generation) still holds it. It reports false when it does not.
 func IdempotencyKeyRenewLease(ctx context.Context, db DBTX, userID, id, generation int64, lease time.Duration) (bool, error) {
 	tag, err := db.Exec(ctx, `
-		UPDATE idempotency_keys
-		SET locked_until = now() + make_interval(secs => $4)
+		UPDATE idempotency_keys SET locked_until = now() + make_interval(secs => $4)
 		WHERE user_id = $1 AND id = $2 AND lock_generation = $3 AND locked_until IS NOT NULL`,
 		userID, id, generation, lease.Seconds())
 	if err != nil {
@@ -247,8 +237,7 @@ func IdempotencyKeyRenewLease(ctx context.Context, db DBTX, userID, id, generati
 // generation: a request whose key was taken over must not unlock its successor's.
 func IdempotencyKeyUnlock(ctx context.Context, db DBTX, userID, id, generation int64, lastError string) (bool, error) {
 	tag, err := db.Exec(ctx, `
-		UPDATE idempotency_keys
-		SET locked_at = NULL, locked_until = NULL, last_error = $4
+		UPDATE idempotency_keys SET locked_at = NULL, locked_until = NULL, last_error = $4
 		WHERE user_id = $1 AND id = $2 AND lock_generation = $3 AND locked_until IS NOT NULL`,
 		userID, id, generation, SanitizeErrorText(lastError))
 	if err != nil {

@@ -96,14 +96,14 @@ func IdempotencyKeyListReapableForUpdate(ctx context.Context, db DBTX, reapAfter
 // without a lock first. Then it locks each rider's candidates with a statement that Citus sends
 // to the rider's shard, all in one round trip, and skips those a request or another reaper holds.
 func IdempotencyKeyListReapableByRider(ctx context.Context, tx pgx.Tx, reapAfter time.Duration, limit int) ([]*IdempotencyKey, error) {
-	rows, err := tx.Query(ctx, `
+	rows, _ := tx.Query(ctx, `
 		SELECT user_id, id
 		FROM idempotency_keys
 		WHERE created_at <= now() - make_interval(secs => $1)
 			AND (locked_until IS NULL OR locked_until <= now())
 		ORDER BY created_at
 		LIMIT $2`, reapAfter.Seconds(), limit)
-	riders, byRider, err := groupByRider(rows, err)
+	riders, byRider, err := groupByRider(rows)
 	if err != nil {
 		return nil, fmt.Errorf("error listing idempotency keys to reap: %w", err)
 	}

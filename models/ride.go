@@ -43,13 +43,12 @@ const rideColumns = `id, created_at, idempotency_key_id, origin_lat, origin_lon,
 	target_lon, stripe_charge_id, user_id, receipt_sent_at, status, stripe_refund_id,
 	stripe_refund_amount, cancel_idempotency_key_id, refund_receipt_sent_at`
 
-// scanRide reads a row of rideColumns, and into extra the columns a query selects after them.
-func scanRide(row interface{ Scan(...any) error }, extra ...any) (*Ride, error) {
+// scanRide reads a row of rideColumns, a line of them to a line.
+func scanRide(row interface{ Scan(...any) error }) (*Ride, error) {
 	var r Ride
-	err := row.Scan(append([]any{&r.ID, &r.CreatedAt, &r.IdempotencyKeyID, &r.OriginLat, &r.OriginLon,
-		&r.TargetLat, &r.TargetLon, &r.StripeChargeID, &r.UserID, &r.ReceiptSentAt, &r.Status,
-		&r.StripeRefundID, &r.StripeRefundAmount, &r.CancelIdempotencyKeyID, &r.RefundReceiptSentAt}, extra...)...)
-	if err != nil {
+	if err := row.Scan(&r.ID, &r.CreatedAt, &r.IdempotencyKeyID, &r.OriginLat, &r.OriginLon, &r.TargetLat,
+		&r.TargetLon, &r.StripeChargeID, &r.UserID, &r.ReceiptSentAt, &r.Status, &r.StripeRefundID,
+		&r.StripeRefundAmount, &r.CancelIdempotencyKeyID, &r.RefundReceiptSentAt); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -62,8 +61,7 @@ func RideInsert(batch *pgx.Batch, ride *Ride) {
 		INSERT INTO rides (id, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, user_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		RETURNING created_at`,
-		ride.ID, ride.IdempotencyKeyID, ride.OriginLat, ride.OriginLon, ride.TargetLat,
-		ride.TargetLon, ride.UserID,
+		ride.ID, ride.IdempotencyKeyID, ride.OriginLat, ride.OriginLon, ride.TargetLat, ride.TargetLon, ride.UserID,
 	).QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&ride.CreatedAt); err != nil {
 			return fmt.Errorf("error inserting ride %d: %w", ride.ID, err)
@@ -76,8 +74,7 @@ func RideInsert(batch *pgx.Batch, ride *Ride) {
 // pick up where it left off. It returns ErrNotFound if there is none.
 func RideGetByIdempotencyKeyID(ctx context.Context, db DBTX, userID, keyID int64) (*Ride, error) {
 	ride, err := scanRide(db.QueryRow(ctx, `
-		SELECT `+rideColumns+`
-		FROM rides
+		SELECT `+rideColumns+` FROM rides
 		WHERE user_id = $1 AND idempotency_key_id = $2`, userID, keyID))
 	if err != nil {
 		return nil, fmt.Errorf("error getting ride of idempotency key %d: %w", keyID, notFound(err))
@@ -103,8 +100,7 @@ func RideIDOfKey(ctx context.Context, db DBTX, userID, keyID int64) (int64, erro
 // a caller cannot tell it from a ride that does not exist.
 func RideGetByIDForUser(ctx context.Context, db DBTX, id, userID int64) (*Ride, error) {
 	ride, err := scanRide(db.QueryRow(ctx, `
-		SELECT `+rideColumns+`
-		FROM rides
+		SELECT `+rideColumns+` FROM rides
 		WHERE id = $1 AND user_id = $2`, id, userID))
 	if err != nil {
 		return nil, fmt.Errorf("error getting ride %d: %w", id, notFound(err))
@@ -242,8 +238,7 @@ func RideReceiptGet(ctx context.Context, db DBTX, rideID int64) (*RideReceipt, e
 // so that the caller learns another run got there first.
 func RideReceiptRecord(ctx context.Context, db DBTX, userID, rideID int64, messageID string) (*RideReceipt, error) {
 	r, err := scanRideReceipt(db.QueryRow(ctx, `
-		UPDATE rides
-		SET receipt_sent_at = now(), receipt_message_id = $3
+		UPDATE rides SET receipt_sent_at = now(), receipt_message_id = $3
 		WHERE user_id = $1 AND id = $2 AND receipt_sent_at IS NULL
 		RETURNING id, receipt_message_id, receipt_sent_at`, userID, rideID, messageID))
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,16 +61,13 @@ func StagedJobInsert(batch *pgx.Batch, userID int64, name string, args json.RawM
 // which the caller has no worker for, stays staged until a release that knows it runs. So
 // neither such a job nor a failed one can fill the batch and hold up the jobs behind it.
 func StagedJobLockBatch(ctx context.Context, db DBTX, jobNames []string, limit int) ([]*StagedJob, error) {
-	rows, err := db.Query(ctx, `
+	rows, _ := db.Query(ctx, `
 		SELECT id, created_at, job_name, job_args
 		FROM staged_jobs
 		WHERE failed_at IS NULL AND job_name = ANY($1)
 		ORDER BY id
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED`, jobNames, limit)
-	if err != nil {
-		return nil, fmt.Errorf("error locking staged jobs: %w", err)
-	}
 	jobs, err := pgx.CollectRows(rows, scanStagedJob)
 	if err != nil {
 		return nil, fmt.Errorf("error locking staged jobs: %w", err)
@@ -85,20 +81,16 @@ func StagedJobLockBatch(ctx context.Context, db DBTX, jobNames []string, limit i
 // rider's candidates with a statement that Citus sends to the rider's shard, all in one round
 // trip. It skips a candidate another enqueuer took meanwhile, as SKIP LOCKED does.
 func StagedJobLockByRider(ctx context.Context, tx pgx.Tx, jobNames []string, limit int) ([]*StagedJob, error) {
-	rows, err := tx.Query(ctx, `
+	rows, _ := tx.Query(ctx, `
 		SELECT user_id, id
 		FROM staged_jobs
 		WHERE failed_at IS NULL AND job_name = ANY($1)
 		ORDER BY id
 		LIMIT $2`, jobNames, limit)
-	riders, byRider, err := groupByRider(rows, err)
+	riders, byRider, err := groupByRider(rows)
 	if err != nil {
 		return nil, fmt.Errorf("error finding staged jobs: %w", err)
 	}
-	if len(riders) == 0 {
-		return nil, nil
-	}
-
 	batch := &pgx.Batch{}
 	var jobs []*StagedJob
 	for _, rider := range riders {
@@ -107,9 +99,8 @@ func StagedJobLockByRider(ctx context.Context, tx pgx.Tx, jobNames []string, lim
 			FROM staged_jobs
 			WHERE user_id = $1 AND id = ANY($2) AND failed_at IS NULL
 			FOR UPDATE SKIP LOCKED`, rider, byRider[rider],
-		).Query(func(rows pgx.Rows) error {
-			locked, err := pgx.CollectRows(rows, scanStagedJob)
-			jobs = append(jobs, locked...)
+		).Query(func(rows pgx.Rows) (err error) {
+			jobs, err = pgx.AppendRows(jobs, rows, scanStagedJob)
 			return err
 		})
 	}
@@ -140,27 +131,13 @@ func StagedJobDeleteByIDs(ctx context.Context, db DBTX, ids []int64) (int64, err
 	return tag.RowsAffected(), nil
 }
 
-// stagedJobLastErrorMaxChars is the CHECK on staged_jobs.last_error (migration 00005). It is
-// enough for any error chain the enqueuer writes, and short enough that a poisoned job cannot
-// bloat the row.
-const stagedJobLastErrorMaxChars = 2000
-
 // StagedJobMarkFailed sets a staged job aside. The job stays in staged_jobs, where a person finds
 // it (see migrations/00005_staged_jobs_failures.sql), and enqueuers no longer take it. lastError
-// is cut to fit its column. It returns ErrNotFound if there is no such job.
+// is cut to fit its column (SanitizeErrorText). It returns ErrNotFound if there is no such job.
 func StagedJobMarkFailed(ctx context.Context, db DBTX, id int64, lastError string) error {
-	// Postgres text holds neither NUL nor invalid UTF-8, and an error message may quote either.
-	lastError = strings.ToValidUTF8(strings.ReplaceAll(lastError, "\x00", ""), "\uFFFD")
-	if lastError == "" {
-		lastError = "unknown error"
-	}
-	if runes := []rune(lastError); len(runes) > stagedJobLastErrorMaxChars {
-		lastError = string(runes[:stagedJobLastErrorMaxChars-1]) + "…"
-	}
-	tag, err := db.Exec(ctx, `
-		UPDATE staged_jobs
-		SET failed_at = now(), last_error = $2
-		WHERE id = $1`, id, lastError)
+	// The column's CHECK refuses an empty error too.
+	tag, err := db.Exec(ctx, `UPDATE staged_jobs SET failed_at = now(), last_error = $2 WHERE id = $1`,
+		id, cmp.Or(SanitizeErrorText(lastError), "unknown error"))
 	if err != nil {
 		return fmt.Errorf("error marking staged job %d failed: %w", id, err)
 	}

@@ -47,10 +47,7 @@ func UserInsert(ctx context.Context, db DBTX, params UserInsertParams) (*User, e
 
 // UserGetByID loads a user, or returns ErrNotFound.
 func UserGetByID(ctx context.Context, db DBTX, id int64) (*User, error) {
-	user, err := scanUser(db.QueryRow(ctx, `
-		SELECT `+userColumns+`
-		FROM users
-		WHERE id = $1`, id))
+	user, err := scanUser(db.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id))
 	if err != nil {
 		return nil, fmt.Errorf("error getting user %d: %w", id, notFound(err))
 	}
