@@ -108,8 +108,7 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 		return nil
 	}
 
-	// The ride was found as the job's user's, so ride.UserID is the job's.
-	user, err := models.UserGetByID(ctx, conn, ride.UserID)
+	user, err := models.UserGetByID(ctx, conn, args.UserID)
 	if err != nil {
 		return err
 	}
@@ -286,19 +285,14 @@ func receiptLatency(job *rivertype.JobRow, sinceStart time.Duration) (time.Durat
 }
 
 // message renders the receipt of ride: what was charged, for which ride, and the charge to
-// quote to support.
+// quote to support. ride was charged: sentAt cancels the job of a ride that was not.
 func (rideReceipt) message(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message {
 	amount := formatAmount(args.Amount, args.Currency)
-	chargeID := ""
-	if ride.StripeChargeID != nil {
-		chargeID = *ride.StripeChargeID
-	}
-
 	var b strings.Builder
 	fmt.Fprintf(&b, "Thanks for flying with Rocket Rides!\n\n")
 	writeRide(&b, ride)
 	fmt.Fprintf(&b, "Charged    %s to your card on file\n", amount)
-	fmt.Fprintf(&b, "Charge ID  %s\n\n", chargeID)
+	fmt.Fprintf(&b, "Charge ID  %s\n\n", *ride.StripeChargeID)
 	fmt.Fprintf(&b, "Questions about this charge? Reply to this email and quote the charge ID.\n\n")
 	subject := fmt.Sprintf("Your Rocket Rides receipt: %s for ride #%d", amount, ride.ID)
 	return signed(&b, from, user, subject, ReceiptMessageID(ride, messageIDDomain))
@@ -380,13 +374,11 @@ func formatAmount(amount int64, currency string) string {
 		sign, amount = "-", -amount
 	}
 
-	var number string
-	if zeroDecimalCurrencies[currency] {
-		number = groupThousands(strconv.FormatInt(amount, 10))
-	} else {
-		number = groupThousands(strconv.FormatInt(amount/100, 10)) + fmt.Sprintf(".%02d", amount%100)
+	whole, cents := amount, ""
+	if !zeroDecimalCurrencies[currency] {
+		whole, cents = amount/100, fmt.Sprintf(".%02d", amount%100)
 	}
-
+	number := groupThousands(strconv.FormatInt(whole, 10)) + cents
 	if symbol, ok := currencySymbols[currency]; ok {
 		return sign + symbol + number
 	}
