@@ -166,11 +166,7 @@ func AddStagedAt(metadata []byte, stagedAt time.Time) ([]byte, error) {
 		return nil, fmt.Errorf("error encoding staged time: %w", err)
 	}
 	fields[StagedAtKey] = value
-	out, err := json.Marshal(fields)
-	if err != nil {
-		return nil, fmt.Errorf("error encoding job metadata: %w", err)
-	}
-	return out, nil
+	return json.Marshal(fields) // cannot fail: every value is JSON that was just decoded or encoded
 }
 
 // StagedAt returns the time AddStagedAt wrote into metadata. It returns false when there is
