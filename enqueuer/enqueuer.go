@@ -305,11 +305,7 @@ func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, stagedJobs []*models.S
 	if insertErr == nil {
 		return ids, failures, nil
 	}
-	ownFault := jobsOwnFault(tx, insertErr)
-	if len(params) == 1 && ownFault {
-		return nil, append(failures, &failure{stagedJob: decoded[0], err: insertErr}), nil
-	}
-	if len(params) == 1 || !ownFault && !isUniqueDuplicateInBatch(insertErr) {
+	if !jobsOwnFault(tx, insertErr) && !isUniqueDuplicateInBatch(insertErr) {
 		return nil, nil, insertErr // it may pass: the batch is tried again whole at the next pass
 	}
 
@@ -318,7 +314,8 @@ func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, stagedJobs []*models.S
 	// inserts unique jobs with ON CONFLICT DO UPDATE, which Postgres will not apply to one row
 	// twice in one statement. Left alone, such a batch would fail on every pass and block all the
 	// jobs staged after it. One job per statement isolates the refused ones, and lets River skip
-	// the second of two duplicates as it would across batches.
+	// the second of two duplicates as it would across batches. A batch of one takes this path
+	// too, and its job is refused once more: one statement, only ever for a job River refuses.
 	e.logger.WarnContext(ctx, "Enqueuer: batch insert failed, inserting jobs one at a time",
 		slog.Int("num_jobs", len(params)), slog.String("error", insertErr.Error()))
 	ids = nil // from here, only the jobs River takes one at a time
