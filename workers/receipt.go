@@ -149,18 +149,16 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 	if latencyKnown && s.latency != nil && s.mailer.Delivers() {
 		s.latency.Observe(latency.Seconds())
 	}
-	if raced {
-		s.logger.WarnContext(ctx, "Worker: "+kind.String()+" was recorded by another job meanwhile; the rider may have it twice",
-			slog.Int64("ride_id", ride.ID), slog.String("message_id", msg.MessageID), slog.Int64("job_id", job.ID))
-		return nil
-	}
-	// A receipt that went only to the log (no SMTP_URL) reached no rider, and an operator
-	// reading "sent" would believe it had.
-	logMsg := "Worker: sent " + kind.String()
-	if !s.mailer.Delivers() {
+	level, logMsg := slog.LevelInfo, "Worker: sent "+kind.String()
+	switch {
+	case raced:
+		level, logMsg = slog.LevelWarn, "Worker: "+kind.String()+" was recorded by another job meanwhile; the rider may have it twice"
+	case !s.mailer.Delivers():
+		// A receipt that went only to the log (no SMTP_URL) reached no rider, and an operator
+		// reading "sent" would believe it had.
 		logMsg = "Worker: logged " + kind.String() + ", not sent (SMTP_URL unset)"
 	}
-	s.logger.InfoContext(ctx, logMsg,
+	s.logger.Log(ctx, level, logMsg,
 		slog.Int64("ride_id", ride.ID), slog.Int64("user_id", user.ID), slog.String("message_id", msg.MessageID),
 		slog.Int64("job_id", job.ID), slog.Int("attempt", job.Attempt))
 	return nil

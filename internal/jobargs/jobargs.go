@@ -173,11 +173,9 @@ func AddStagedAt(metadata []byte, stagedAt time.Time) ([]byte, error) {
 // none: a job inserted by something other than the enqueuer.
 func StagedAt(metadata []byte) (time.Time, bool) {
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(metadata, &fields); err != nil {
-		return time.Time{}, false
-	}
 	var stagedAt time.Time
-	if raw, ok := fields[StagedAtKey]; !ok || json.Unmarshal(raw, &stagedAt) != nil {
+	// A missing key leaves the second Unmarshal no input, which is an error too.
+	if json.Unmarshal(metadata, &fields) != nil || json.Unmarshal(fields[StagedAtKey], &stagedAt) != nil {
 		return time.Time{}, false
 	}
 	return stagedAt, true
