@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -241,22 +242,13 @@ func (e *Enqueuer) runOnce(ctx context.Context) (*Result, []*failure, error) {
 		return &Result{}, nil, nil
 	}
 
-	failures, err := e.insert(ctx, tx, stagedJobs)
+	ids, failures, err := e.insert(ctx, tx, stagedJobs)
 	if err != nil {
 		return nil, nil, err
 	}
-	setAside := make(map[int64]bool, len(failures))
 	for _, f := range failures {
 		if err := models.StagedJobMarkFailed(ctx, tx, f.stagedJob.ID, f.err.Error()); err != nil {
 			return nil, nil, err
-		}
-		setAside[f.stagedJob.ID] = true
-	}
-
-	ids := make([]int64, 0, len(stagedJobs)-len(failures))
-	for _, j := range stagedJobs {
-		if !setAside[j.ID] {
-			ids = append(ids, j.ID)
 		}
 	}
 	// By id alone, on purpose: where staged_jobs is distributed (Citus), this delete spans every
@@ -279,11 +271,11 @@ func (e *Enqueuer) runOnce(ctx context.Context) (*Result, []*failure, error) {
 	return &Result{Enqueued: len(ids), Failed: len(failures)}, failures, nil
 }
 
-// insert inserts the jobs of stagedJobs into River in tx, and returns the staged jobs that River
-// will never take: those that do not decode, and those that River refuses for what they are
-// (see jobsOwnFault). Any other error is returned, and the batch fails with it.
-func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, stagedJobs []*models.StagedJob) ([]*failure, error) {
-	var failures []*failure
+// insert inserts the jobs of stagedJobs into River in tx. It returns the ids of the staged jobs
+// River took, and the staged jobs that River will never take: those that do not decode, and those
+// that River refuses for what they are (see jobsOwnFault). Any other error is returned, and the
+// batch fails with it.
+func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, stagedJobs []*models.StagedJob) (ids []int64, failures []*failure, err error) {
 	params := make([]river.InsertManyParams, 0, len(stagedJobs))
 	decoded := make([]*models.StagedJob, 0, len(stagedJobs))
 	for _, j := range stagedJobs {
@@ -300,24 +292,21 @@ func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, stagedJobs []*models.S
 		}
 		params = append(params, river.InsertManyParams{Args: args, InsertOpts: opts})
 		decoded = append(decoded, j)
+		ids = append(ids, j.ID)
 	}
 	if len(params) == 0 {
-		return failures, nil // River refuses an empty batch.
+		return nil, failures, nil // River refuses an empty batch.
 	}
 
 	insertErr, txErr := e.insertInSavepoint(ctx, tx, params)
 	if txErr != nil {
-		return nil, txErr
+		return nil, nil, txErr
 	}
 	if insertErr == nil {
-		return failures, nil
+		return ids, failures, nil
 	}
-	ownFault := jobsOwnFault(tx, insertErr)
-	if len(params) == 1 && ownFault {
-		return append(failures, &failure{stagedJob: decoded[0], err: insertErr}), nil
-	}
-	if len(params) == 1 || !ownFault && !isUniqueDuplicateInBatch(insertErr) {
-		return nil, insertErr // it may pass: the batch is tried again whole at the next pass
+	if !jobsOwnFault(tx, insertErr) && !isUniqueDuplicateInBatch(insertErr) {
+		return nil, nil, insertErr // it may pass: the batch is tried again whole at the next pass
 	}
 
 	// River inserts a batch in one statement, which fails whole for a single job River refuses
@@ -325,23 +314,25 @@ func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, stagedJobs []*models.S
 	// inserts unique jobs with ON CONFLICT DO UPDATE, which Postgres will not apply to one row
 	// twice in one statement. Left alone, such a batch would fail on every pass and block all the
 	// jobs staged after it. One job per statement isolates the refused ones, and lets River skip
-	// the second of two duplicates as it would across batches.
+	// the second of two duplicates as it would across batches. A batch of one takes this path
+	// too, and its job is refused once more: one statement, only ever for a job River refuses.
 	e.logger.WarnContext(ctx, "Enqueuer: batch insert failed, inserting jobs one at a time",
 		slog.Int("num_jobs", len(params)), slog.String("error", insertErr.Error()))
-	for i := range params {
+	ids = nil // from here, only the jobs River takes one at a time
+	for i, j := range decoded {
 		insertErr, txErr := e.insertInSavepoint(ctx, tx, params[i:i+1])
 		if txErr != nil {
-			return nil, txErr
+			return nil, nil, txErr
 		}
 		if insertErr == nil {
-			continue
+			ids = append(ids, j.ID)
+		} else if jobsOwnFault(tx, insertErr) {
+			failures = append(failures, &failure{stagedJob: j, err: insertErr})
+		} else {
+			return nil, nil, fmt.Errorf("error inserting staged job %d: %w", j.ID, insertErr)
 		}
-		if !jobsOwnFault(tx, insertErr) {
-			return nil, fmt.Errorf("error inserting staged job %d: %w", decoded[i].ID, insertErr)
-		}
-		failures = append(failures, &failure{stagedJob: decoded[i], err: insertErr})
 	}
-	return failures, nil
+	return ids, failures, nil
 }
 
 // insertInSavepoint inserts params into River in a savepoint of tx, so that a failed insert
@@ -368,16 +359,10 @@ func (e *Enqueuer) insertInSavepoint(ctx context.Context, tx pgx.Tx, params []ri
 // withStagedAt returns a copy of opts whose metadata also says when the job was staged (see
 // jobargs.StagedAtKey), which the staged row, deleted in this transaction, can no longer tell.
 func withStagedAt(opts *river.InsertOpts, stagedAt time.Time) (*river.InsertOpts, error) {
-	var out river.InsertOpts
-	if opts != nil {
-		out = *opts
-	}
+	out := *cmp.Or(opts, &river.InsertOpts{})
 	metadata, err := jobargs.AddStagedAt(out.Metadata, stagedAt)
-	if err != nil {
-		return nil, err
-	}
 	out.Metadata = metadata
-	return &out, nil
+	return &out, err
 }
 
 // jobsOwnFault reports whether err, from inserting jobs into River in tx, is a refusal of the
@@ -398,17 +383,14 @@ func jobsOwnFault(tx pgx.Tx, err error) bool {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		class := pgErr.Code[:min(2, len(pgErr.Code))]
-		return class == "22" || class == "23"
+		return strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")
 	}
+	// pgconn's timeouts wrap a context error or a net.Error, and so are among these.
 	var netErr net.Error
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		pgconn.Timeout(err), pgconn.SafeToRetry(err), errors.Is(err, pgconn.ErrConnClosed),
-		errors.As(err, &netErr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return false
-	}
-	return true
+	mayPass := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		pgconn.SafeToRetry(err) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	return !mayPass
 }
 
 // isUniqueDuplicateInBatch reports whether err is Postgres refusing to let one statement's

@@ -218,6 +218,23 @@ func TestRunOnce(t *testing.T) {
 		}
 	})
 
+	// A batch of one job that River refuses is set aside like the refused job of a longer batch.
+	t.Run("SetsAsideLoneJobRiverRefuses", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		e := b.enqueuer(t, decodeWithPriority9For(1), enqueuer.Config{})
+		b.stageMany(t, 1)
+
+		runOnce(t, e, enqueuer.Result{Failed: 1})
+		staged := b.stagedRows(t)
+		if len(staged) != 1 || !staged[0].Failed || !strings.Contains(*staged[0].LastError, "priority") {
+			t.Errorf("want the job kept, marked failed with River's reason, got %+v", staged)
+		}
+		if n := b.count(t, "river_job"); n != 0 {
+			t.Errorf("want no River jobs, got %d", n)
+		}
+	})
+
 	// A set-aside job is a receipt nobody has sent: nothing may delete it behind a person's
 	// back, and clearing its mark hands it back to the enqueuer.
 	t.Run("KeepsSetAsideJobUntilAPersonClearsIt", func(t *testing.T) {

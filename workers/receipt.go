@@ -108,8 +108,7 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 		return nil
 	}
 
-	// The ride was found as the job's user's, so ride.UserID is the job's.
-	user, err := models.UserGetByID(ctx, conn, ride.UserID)
+	user, err := models.UserGetByID(ctx, conn, args.UserID)
 	if err != nil {
 		return err
 	}
@@ -150,18 +149,16 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 	if latencyKnown && s.latency != nil && s.mailer.Delivers() {
 		s.latency.Observe(latency.Seconds())
 	}
-	if raced {
-		s.logger.WarnContext(ctx, "Worker: "+kind.String()+" was recorded by another job meanwhile; the rider may have it twice",
-			slog.Int64("ride_id", ride.ID), slog.String("message_id", msg.MessageID), slog.Int64("job_id", job.ID))
-		return nil
-	}
-	// A receipt that went only to the log (no SMTP_URL) reached no rider, and an operator
-	// reading "sent" would believe it had.
-	logMsg := "Worker: sent " + kind.String()
-	if !s.mailer.Delivers() {
+	level, logMsg := slog.LevelInfo, "Worker: sent "+kind.String()
+	switch {
+	case raced:
+		level, logMsg = slog.LevelWarn, "Worker: "+kind.String()+" was recorded by another job meanwhile; the rider may have it twice"
+	case !s.mailer.Delivers():
+		// A receipt that went only to the log (no SMTP_URL) reached no rider, and an operator
+		// reading "sent" would believe it had.
 		logMsg = "Worker: logged " + kind.String() + ", not sent (SMTP_URL unset)"
 	}
-	s.logger.InfoContext(ctx, logMsg,
+	s.logger.Log(ctx, level, logMsg,
 		slog.Int64("ride_id", ride.ID), slog.Int64("user_id", user.ID), slog.String("message_id", msg.MessageID),
 		slog.Int64("job_id", job.ID), slog.Int("attempt", job.Attempt))
 	return nil
@@ -286,19 +283,14 @@ func receiptLatency(job *rivertype.JobRow, sinceStart time.Duration) (time.Durat
 }
 
 // message renders the receipt of ride: what was charged, for which ride, and the charge to
-// quote to support.
+// quote to support. ride was charged: sentAt cancels the job of a ride that was not.
 func (rideReceipt) message(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message {
 	amount := formatAmount(args.Amount, args.Currency)
-	chargeID := ""
-	if ride.StripeChargeID != nil {
-		chargeID = *ride.StripeChargeID
-	}
-
 	var b strings.Builder
 	fmt.Fprintf(&b, "Thanks for flying with Rocket Rides!\n\n")
 	writeRide(&b, ride)
 	fmt.Fprintf(&b, "Charged    %s to your card on file\n", amount)
-	fmt.Fprintf(&b, "Charge ID  %s\n\n", chargeID)
+	fmt.Fprintf(&b, "Charge ID  %s\n\n", *ride.StripeChargeID)
 	fmt.Fprintf(&b, "Questions about this charge? Reply to this email and quote the charge ID.\n\n")
 	subject := fmt.Sprintf("Your Rocket Rides receipt: %s for ride #%d", amount, ride.ID)
 	return signed(&b, from, user, subject, ReceiptMessageID(ride, messageIDDomain))
@@ -380,13 +372,11 @@ func formatAmount(amount int64, currency string) string {
 		sign, amount = "-", -amount
 	}
 
-	var number string
-	if zeroDecimalCurrencies[currency] {
-		number = groupThousands(strconv.FormatInt(amount, 10))
-	} else {
-		number = groupThousands(strconv.FormatInt(amount/100, 10)) + fmt.Sprintf(".%02d", amount%100)
+	whole, cents := amount, ""
+	if !zeroDecimalCurrencies[currency] {
+		whole, cents = amount/100, fmt.Sprintf(".%02d", amount%100)
 	}
-
+	number := groupThousands(strconv.FormatInt(whole, 10)) + cents
 	if symbol, ok := currencySymbols[currency]; ok {
 		return sign + symbol + number
 	}

@@ -166,22 +166,16 @@ func AddStagedAt(metadata []byte, stagedAt time.Time) ([]byte, error) {
 		return nil, fmt.Errorf("error encoding staged time: %w", err)
 	}
 	fields[StagedAtKey] = value
-	out, err := json.Marshal(fields)
-	if err != nil {
-		return nil, fmt.Errorf("error encoding job metadata: %w", err)
-	}
-	return out, nil
+	return json.Marshal(fields) // cannot fail: every value is JSON that was just decoded or encoded
 }
 
 // StagedAt returns the time AddStagedAt wrote into metadata. It returns false when there is
 // none: a job inserted by something other than the enqueuer.
 func StagedAt(metadata []byte) (time.Time, bool) {
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(metadata, &fields); err != nil {
-		return time.Time{}, false
-	}
 	var stagedAt time.Time
-	if raw, ok := fields[StagedAtKey]; !ok || json.Unmarshal(raw, &stagedAt) != nil {
+	// A missing key leaves the second Unmarshal no input, which is an error too.
+	if json.Unmarshal(metadata, &fields) != nil || json.Unmarshal(fields[StagedAtKey], &stagedAt) != nil {
 		return time.Time{}, false
 	}
 	return stagedAt, true
