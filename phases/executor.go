@@ -191,7 +191,7 @@ type KeyedRequest struct {
 // foreign state mutation (see CreateRide and CancelRide).
 type request struct {
 	KeyedRequest
-	method, path string
+	path string // its method is methodPost
 
 	// params are stored on a new key as JSON; sameParams compares a retry's with them.
 	params     any
