@@ -187,8 +187,7 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
 			// a request that took the key meanwhile may hold that same one.
 			r.key, r.lockGeneration = next.key, models.LockGenerationFirst
 		}
-		// Otherwise nothing of this phase committed, the lock it may have taken included: r is
-		// as the last commit left it, and so is the lock generation it unlocks with.
+		// Otherwise nothing of this phase committed, the lock it may have taken included.
 		return err
 	}
 	if !next.replayed {
