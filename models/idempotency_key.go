@@ -110,28 +110,16 @@ type IdempotencyKeyProgress struct {
 	ForeignMutationAttempted bool
 }
 
-// IdempotencyKeyInsertParams are the columns of a new key.
-type IdempotencyKeyInsertParams struct {
-	ID                   int64
-	IdempotencyKey       string
-	RequestMethod        string
-	RequestParams        json.RawMessage
-	RequestPath          string
-	OriginIP             netip.Addr
-	StripeIdempotencyKey string
-	UserID               int64
-	Progress             IdempotencyKeyProgress
-}
-
 // LockGenerationFirst is the lock generation of a new key's first lock.
 const LockGenerationFirst int64 = 1
 
-// IdempotencyKeyInsert queues on batch the insert of a new key, at the progress its first
-// atomic phase made. Unless that phase finished the request, the key is locked by the inserting
-// request, for lease, with LockGenerationFirst. key receives the row once the batch has run.
-func IdempotencyKeyInsert(batch *pgx.Batch, params IdempotencyKeyInsertParams, lease time.Duration, key *IdempotencyKey) {
-	p := params.Progress
-	unfinished := p.RecoveryPoint != RecoveryPointFinished
+// IdempotencyKeyInsert queues on batch the insert of key, a new key made in memory, at the
+// progress its first atomic phase made: key gives what a key keeps for life (its request, its
+// rider, its Stripe key), progress the rest. Unless that phase finished the request, the key is
+// locked by the inserting request, for lease, with LockGenerationFirst. written receives the
+// row once the batch has run.
+func IdempotencyKeyInsert(batch *pgx.Batch, key *IdempotencyKey, progress IdempotencyKeyProgress, lease time.Duration, written *IdempotencyKey) {
+	unfinished := progress.RecoveryPoint != RecoveryPointFinished
 	batch.Queue(`
 		INSERT INTO idempotency_keys (id, idempotency_key,
 			locked_at, locked_until, lock_generation,
@@ -144,17 +132,17 @@ func IdempotencyKeyInsert(batch *pgx.Batch, params IdempotencyKeyInsertParams, l
 			$10, $11, $12,
 			$13, now() + make_interval(secs => $14), $15)
 		RETURNING `+idempotencyKeyColumns,
-		params.ID, params.IdempotencyKey,
+		key.ID, key.IdempotencyKey,
 		secondsIf(unfinished, 0), secondsIf(unfinished, lease.Seconds()), LockGenerationFirst,
-		params.RequestMethod, params.RequestParams, params.RequestPath, params.OriginIP,
-		p.RecoveryPoint, p.ResponseCode, p.ResponseBody,
-		params.StripeIdempotencyKey, secondsIf(p.ForeignMutationAttempted, 0), params.UserID,
+		key.RequestMethod, key.RequestParams, key.RequestPath, key.OriginIP,
+		progress.RecoveryPoint, progress.ResponseCode, progress.ResponseBody,
+		key.StripeIdempotencyKey, secondsIf(progress.ForeignMutationAttempted, 0), key.UserID,
 	).QueryRow(func(row pgx.Row) error {
 		k, err := scanIdempotencyKey(row)
 		if err != nil {
 			return fmt.Errorf("error inserting idempotency key: %w", err)
 		}
-		*key = *k
+		*written = *k
 		return nil
 	})
 }

@@ -16,8 +16,9 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-// insertKey runs IdempotencyKeyInsert for a new key of a new rider, at progress.
-func insertKey(t *testing.T, pool *pgxpool.Pool, progress models.IdempotencyKeyProgress, lease time.Duration) (models.IdempotencyKeyInsertParams, *models.IdempotencyKey) {
+// insertKey runs IdempotencyKeyInsert for a new key of a new rider, at progress. It returns the
+// key as made in memory and as written.
+func insertKey(t *testing.T, pool *pgxpool.Pool, progress models.IdempotencyKeyProgress, lease time.Duration) (*models.IdempotencyKey, *models.IdempotencyKey) {
 	t.Helper()
 	ctx := context.Background()
 	user, err := models.UserInsert(ctx, pool, models.UserInsertParams{
@@ -26,7 +27,7 @@ func insertKey(t *testing.T, pool *pgxpool.Pool, progress models.IdempotencyKeyP
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := models.IdempotencyKeyInsertParams{
+	params := &models.IdempotencyKey{
 		ID:                   models.NewID(),
 		IdempotencyKey:       "client-key-0123456789",
 		RequestMethod:        "POST",
@@ -35,11 +36,10 @@ func insertKey(t *testing.T, pool *pgxpool.Pool, progress models.IdempotencyKeyP
 		OriginIP:             netip.MustParseAddr("192.0.2.7"),
 		StripeIdempotencyKey: "rocket-rides-0123456789",
 		UserID:               user.ID,
-		Progress:             progress,
 	}
 	var key models.IdempotencyKey
 	batch := &pgx.Batch{}
-	models.IdempotencyKeyInsert(batch, params, lease, &key)
+	models.IdempotencyKeyInsert(batch, params, progress, lease, &key)
 	if err := pool.SendBatch(ctx, batch).Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -78,15 +78,14 @@ type Response struct {
 }
 
 func (r Response) apply(progress *models.IdempotencyKeyProgress) error {
-	stored := r.Body
-	if p, ok := stored.(*problem.Problem); ok && p.RequestID != "" {
+	if p, ok := r.Body.(*problem.Problem); ok && p.RequestID != "" {
 		// A request id names one HTTP request, and a stored body answers every retry of the
 		// key; the API gives each answer the id of its own request (api.writeStoredProblem).
 		withoutID := *p
 		withoutID.RequestID = ""
-		stored = &withoutID
+		r.Body = &withoutID
 	}
-	body, err := json.Marshal(stored)
+	body, err := json.Marshal(r.Body)
 	if err != nil {
 		return fmt.Errorf("error encoding response: %w", err)
 	}
@@ -122,8 +121,8 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
 	defer cancel()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	start := *r
 	var (
+		next    run // the run as this try leaves it; r takes it only once it committed
 		newKey  bool
 		written *models.IdempotencyKey
 
@@ -133,22 +132,19 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
 		began = time.Now()
 	)
 	attempts, err := e.inSerializableTx(ctx, func(ctx context.Context, tx *phaseTx) error {
-		*r = start // a retried transaction starts again from what the last commit left
-		newKey, written = false, &models.IdempotencyKey{}
-
-		from = ""
-		if r.key == nil {
+		next, newKey, written, from = *r, false, &models.IdempotencyKey{}, ""
+		if next.key == nil {
 			var err error
-			if newKey, err = e.upsertIdempotencyKey(ctx, tx, r); err != nil || r.replayed {
+			if newKey, err = e.upsertIdempotencyKey(ctx, tx, &next); err != nil || next.replayed {
 				return err
 			}
 		}
-		from = r.key.RecoveryPoint
+		from = next.key.RecoveryPoint
 
-		progress := models.IdempotencyKeyProgress{RecoveryPoint: r.key.RecoveryPoint}
+		progress := models.IdempotencyKeyProgress{RecoveryPoint: from}
 		for progress.RecoveryPoint != models.RecoveryPointFinished {
 			at := progress.RecoveryPoint
-			action, err := step(ctx, tx, r, at)
+			action, err := step(ctx, tx, &next, at)
 			if err != nil {
 				return err
 			}
@@ -167,9 +163,9 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
 
 		tx.writeFirst(func(batch *pgx.Batch) {
 			if newKey {
-				models.IdempotencyKeyInsert(batch, newKeyParams(r.key, progress), e.config.LockLease, written)
+				models.IdempotencyKeyInsert(batch, next.key, progress, e.config.LockLease, written)
 			} else {
-				models.IdempotencyKeyRecordProgress(batch, r.key.UserID, r.key.ID, r.lockGeneration, e.config.LockLease, progress, written)
+				models.IdempotencyKeyRecordProgress(batch, next.key.UserID, next.key.ID, next.lockGeneration, e.config.LockLease, progress, written)
 			}
 		})
 		return nil
@@ -182,26 +178,22 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
 		phase := cmp.Or(from, models.RecoveryPointStarted)
 		e.config.Metrics.SerializationRetries.WithLabelValues(string(phase)).Add(float64(attempts - 1))
 	}
-	if err != nil && newKey && errors.Is(err, ErrCommitOutcomeUnknown) {
-		// The new key may have been inserted, locked for this run. Unlocking that lock (its
-		// random id, the first generation) matches nothing if the insert never landed, so the run
-		// unlocks it and a retry need not wait out the lease. A lock taken on an existing key is
-		// left to run out instead: its generation is only one more than the last, and a request
-		// that took the key meanwhile may hold that same one.
-		keyID, userID := r.key.ID, r.key.UserID
-		*r = start
-		r.key, r.lockGeneration = &models.IdempotencyKey{ID: keyID, UserID: userID}, models.LockGenerationFirst
-		return err
-	}
 	if err != nil {
-		// Nothing of this phase committed, the lock it may have taken included: the run is as
-		// the last commit left it, and so is the lock generation it unlocks with.
-		*r = start
-	}
-	if err != nil || r.replayed {
+		if newKey && errors.Is(err, ErrCommitOutcomeUnknown) {
+			// The new key may have been inserted, locked for this run. Unlocking that lock (its
+			// random id, the first generation) matches nothing if the insert never landed, so the
+			// run unlocks it and a retry need not wait out the lease. A lock taken on an existing
+			// key is left to run out instead: its generation is only one more than the last, and
+			// a request that took the key meanwhile may hold that same one.
+			r.key, r.lockGeneration = next.key, models.LockGenerationFirst
+		}
+		// Otherwise nothing of this phase committed, the lock it may have taken included.
 		return err
 	}
-	r.key, r.lockGeneration = written, written.LockGeneration
+	if !next.replayed {
+		next.key, next.lockGeneration = written, written.LockGeneration
+	}
+	*r = next
 	return nil
 }
 
@@ -273,9 +265,8 @@ func isRetryable(err error) bool {
 func (e *Executor) keepLease(ctx context.Context, r *run) (stop func()) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	mu := r.mu // read here, before any atomic phase rewrites the run (with the same mutex)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	var renewing sync.WaitGroup
+	renewing.Go(func() {
 		ticker := time.NewTicker(e.config.LockLease / 3)
 		defer ticker.Stop()
 		for {
@@ -288,10 +279,10 @@ func (e *Executor) keepLease(ctx context.Context, r *run) (stop func()) {
 				return
 			}
 		}
-	}()
+	})
 	return func() {
 		cancel()
-		<-done
+		renewing.Wait()
 	}
 }
 
@@ -299,9 +290,6 @@ func (e *Executor) keepLease(ctx context.Context, r *run) (stop func()) {
 func (e *Executor) renewLease(ctx context.Context, r *run, mu *sync.Mutex) bool {
 	mu.Lock()
 	defer mu.Unlock()
-	if r.key == nil || r.lockGeneration == 0 {
-		return true // no lock yet
-	}
 	if r.key.RecoveryPoint == models.RecoveryPointFinished {
 		return false
 	}

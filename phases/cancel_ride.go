@@ -53,7 +53,6 @@ func (e *Executor) CancelRide(ctx context.Context, req *CancelRideRequest) (*Out
 	params := CancelRideParams{RideID: req.RideID}
 	return e.runRequest(ctx, request{
 		KeyedRequest: req.KeyedRequest,
-		method:       methodPost,
 		path:         CancelRidePath(req.RideID),
 		params:       params,
 		sameParams:   sameParamsAs(params),
@@ -180,12 +179,7 @@ func (e *Executor) stageRefundReceipt(ctx context.Context, tx *phaseTx, r *run) 
 	if r.ride.StripeRefundAmount != nil {
 		amount = *r.ride.StripeRefundAmount
 	}
-	err := stageJob(tx, r, jobargs.SendRefundReceipt{
-		RideID:   r.ride.ID,
-		UserID:   r.key.UserID,
-		Amount:   amount,
-		Currency: RideCurrency,
-	})
+	err := stageJob(tx, r, jobargs.SendRefundReceipt{RideID: r.ride.ID, UserID: r.key.UserID, Amount: amount, Currency: RideCurrency})
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stripe/stripe-go/v76"
 
-	"github.com/rocketrides/rocketrides/internal/problem"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -78,13 +77,9 @@ func sortChargeAnswer(rideID int64, charge *stripe.Charge, err error) *stripeAns
 		return &stripeAnswer{outcome: StripeCharged, charge: charge}
 	}
 	if refusal := definitiveRefusal(err); refusal != nil {
-		outcome := StripeRejected
-		if refusal.Code == problem.CodeCardDeclined {
-			outcome = StripeDeclined
-		}
 		// The ride stays, as the record of the attempt, but declined: a listing must not show
 		// the rider a ride that will never happen.
-		return &stripeAnswer{outcome: outcome, stripeErr: err, raiseTo: models.RideStatusDeclined,
+		return &stripeAnswer{outcome: StripeOutcome(refusal.Code), stripeErr: err, raiseTo: models.RideStatusDeclined,
 			refusal: &Response{Status: statusPaymentRequired, Body: refusal}}
 	}
 	return sortFailure(err, "charging", rideID)

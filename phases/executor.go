@@ -191,7 +191,7 @@ type KeyedRequest struct {
 // foreign state mutation (see CreateRide and CancelRide).
 type request struct {
 	KeyedRequest
-	method, path string
+	path string // its method is methodPost
 
 	// params are stored on a new key as JSON; sameParams compares a retry's with them.
 	params     any
@@ -238,7 +238,7 @@ type run struct {
 
 	// mu is held by an atomic phase for its transaction, and by keepLease for a renewal, so that
 	// the request never updates its own key from two transactions at once. A pointer, because
-	// an atomic phase copies the run to start again from it.
+	// an atomic phase works on a copy of the run, which replaces the run once it committed.
 	mu *sync.Mutex
 
 	// replayed is set when the key had finished before this run.

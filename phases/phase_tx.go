@@ -53,16 +53,15 @@ func (t *phaseTx) send(ctx context.Context, batch *pgx.Batch) pgx.BatchResults {
 	// The connection is held until the transaction ended and its outcome was read (commit), so
 	// that what the server said on it before the end (RecordSerializationWarnings) is still
 	// this transaction's to read.
-	conn, err := t.pool.Acquire(ctx)
-	if err != nil {
-		br := pgx.FailedBatchResults(begun, err)
-		t.tx = br.Tx()
-		return br
+	var br pgx.BatchResults
+	if conn, err := t.pool.Acquire(ctx); err != nil {
+		br = pgx.FailedBatchResults(begun, err)
+	} else {
+		t.conn = conn
+		models.ForgetSerializationWarnings(conn.Conn().PgConn())
+		br = conn.SendBatch(ctx, begun)
 	}
-	t.conn = conn
-	models.ForgetSerializationWarnings(conn.Conn().PgConn())
-	br := conn.SendBatch(ctx, begun)
-	t.tx = br.Tx()
+	t.tx = br.Tx() // never nil: begun begins a transaction, even when it could not be sent
 	return br
 }
 
@@ -133,9 +132,6 @@ func (t *phaseTx) commit(ctx context.Context) error {
 		if err := t.send(ctx, more).Close(); err != nil {
 			return err
 		}
-	}
-	if t.tx == nil {
-		return errors.New("bug: the transaction did not begin")
 	}
 	err := t.tx.Commit(ctx)
 	defer t.release() // the COMMIT ended the transaction, whatever it answered

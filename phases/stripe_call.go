@@ -142,9 +142,10 @@ func sortFailure(err error, what string, rideID int64) *stripeAnswer {
 }
 
 // logStripeCall logs one line per call to Stripe. The line carries Stripe's own id of the call
-// (its Request-Id header), which Stripe's dashboard and support ask for; a call that got no
-// answer has none. It carries our request id too, from ctx (see internal/requestid), so that a
-// request and its Stripe calls can be matched.
+// (its Request-Id header, on the LastResponse that stripe-go gives every charge, refund and
+// error it returns), which Stripe's dashboard and support ask for; a call that got no answer
+// has none. It carries our request id too, from ctx (see internal/requestid), so that a request
+// and its Stripe calls can be matched.
 func (e *Executor) logStripeCall(ctx context.Context, r *run, answer *stripeAnswer, took time.Duration) {
 	attrs := []slog.Attr{
 		slog.Int64("ride_id", r.ride.ID),
@@ -158,9 +159,11 @@ func (e *Executor) logStripeCall(ctx context.Context, r *run, answer *stripeAnsw
 	var stripeErr *stripe.Error
 	switch {
 	case answer.charge != nil:
-		attrs = append(attrs, slog.String("stripe_charge_id", answer.charge.ID), requestIDOf(answer.charge.LastResponse))
+		attrs = append(attrs, slog.String("stripe_charge_id", answer.charge.ID),
+			slog.String("stripe_request_id", answer.charge.LastResponse.RequestID))
 	case answer.refund != nil:
-		attrs = append(attrs, slog.String("stripe_refund_id", answer.refund.ID), requestIDOf(answer.refund.LastResponse))
+		attrs = append(attrs, slog.String("stripe_refund_id", answer.refund.ID),
+			slog.String("stripe_request_id", answer.refund.LastResponse.RequestID))
 	case errors.As(answer.stripeErr, &stripeErr):
 		attrs = append(attrs, slog.String("stripe_request_id", stripeErr.RequestID),
 			slog.Int("stripe_status", stripeErr.HTTPStatusCode), slog.String("error", answer.stripeErr.Error()))
@@ -172,14 +175,6 @@ func (e *Executor) logStripeCall(ctx context.Context, r *run, answer *stripeAnsw
 		level = slog.LevelWarn
 	}
 	e.logger.LogAttrs(ctx, level, "Phases: "+r.req.mutation.name+" sent to Stripe", attrs...)
-}
-
-// requestIDOf is Stripe's id of the call that response answered.
-func requestIDOf(response *stripe.APIResponse) slog.Attr {
-	if response == nil {
-		return slog.Attr{}
-	}
-	return slog.String("stripe_request_id", response.RequestID)
 }
 
 // recordFailedCall records an answer in which Stripe made no charge or refund: a refusal for
@@ -218,8 +213,8 @@ func (e *Executor) needsReview(ctx context.Context, tx *phaseTx, r *run, reason,
 }
 
 // definitiveRefusal returns the problem to store when Stripe refused a call for good: the card
-// was declined, or the call can never succeed as sent (no such customer, say). Retrying would
-// only be refused again.
+// was declined, or the call can never succeed as sent (no such customer, say: an invalid request
+// that isIndeterminate does not leave to a retry). Retrying would only be refused again.
 //
 // Stripe's own words reach the rider only for a card error: Stripe writes that message, and
 // its decline_code, for the card's holder ("Your card has insufficient funds."). Any other
@@ -237,9 +232,7 @@ func definitiveRefusal(err error) *problem.Problem {
 			cmp.Or(stripeErr.Msg, cardDeclinedDetail))
 		p.DeclineCode = string(stripeErr.DeclineCode)
 		return p
-	case stripeErr.Type == stripe.ErrorTypeInvalidRequest && stripeErr.HTTPStatusCode < 500 &&
-		stripeErr.HTTPStatusCode != 401 && stripeErr.HTTPStatusCode != 403 &&
-		stripeErr.HTTPStatusCode != 409 && stripeErr.HTTPStatusCode != 429:
+	case stripeErr.Type == stripe.ErrorTypeInvalidRequest && !isIndeterminate(err):
 		return problem.New(statusPaymentRequired, problem.CodePaymentRejected, "Payment rejected", paymentRejectedDetail)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -45,7 +46,7 @@ func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run
 		r.key = &models.IdempotencyKey{
 			ID:                   models.NewID(),
 			IdempotencyKey:       req.IdempotencyKey,
-			RequestMethod:        req.method,
+			RequestMethod:        methodPost,
 			RequestParams:        params,
 			RequestPath:          req.path,
 			OriginIP:             req.OriginIP,
@@ -61,15 +62,11 @@ func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run
 
 	// A key names one request: the same key on another route (a booking's key sent with a
 	// cancel, say) is as much a mismatch as other parameters on the same route.
-	if existing.RequestMethod != req.method || existing.RequestPath != req.path {
+	if existing.RequestMethod != methodPost || existing.RequestPath != req.path {
 		return false, ErrParamsMismatch
 	}
-	same, err := req.sameParams(existing.RequestParams)
-	if err != nil {
-		return false, err
-	}
-	if !same {
-		return false, ErrParamsMismatch
+	if same, err := req.sameParams(existing.RequestParams); err != nil || !same {
+		return false, cmp.Or(err, ErrParamsMismatch)
 	}
 
 	if existing.RecoveryPoint == models.RecoveryPointFinished {
@@ -86,21 +83,6 @@ func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run
 	}
 	r.lockGeneration = r.key.LockGeneration
 	return false, nil
-}
-
-// newKeyParams are the columns of a new key, as its first atomic phase leaves it.
-func newKeyParams(key *models.IdempotencyKey, progress models.IdempotencyKeyProgress) models.IdempotencyKeyInsertParams {
-	return models.IdempotencyKeyInsertParams{
-		ID:                   key.ID,
-		IdempotencyKey:       key.IdempotencyKey,
-		RequestMethod:        key.RequestMethod,
-		RequestParams:        key.RequestParams,
-		RequestPath:          key.RequestPath,
-		OriginIP:             key.OriginIP,
-		StripeIdempotencyKey: key.StripeIdempotencyKey,
-		UserID:               key.UserID,
-		Progress:             progress,
-	}
 }
 
 // StripeIdempotencyKey is the key a request's charge is sent to Stripe with: an HMAC-SHA256,
