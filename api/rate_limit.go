@@ -128,10 +128,8 @@ func (s *Server) shedLoad(next http.Handler) http.Handler {
 		defer l.inFlight.Add(-1)
 		if l.inFlight.Add(1) > int64(l.limits.MaxRequestsInFlight) {
 			s.metrics.RateLimited.WithLabelValues(limitInFlight).Inc()
-			e := newError(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
-				"The service is handling as many requests as it can. Retry after the time in Retry-After, with the same Idempotency-Key.")
-			e.retryAfter = retryAfterShed
-			writeProblem(w, e)
+			writeProblem(w, newError(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
+				"The service is handling as many requests as it can. Retry after the time in Retry-After, with the same Idempotency-Key.").withRetryAfter(retryAfterShed))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -222,9 +220,7 @@ func (s *Server) spend(b *riderBudget, userID int64) *apiError {
 
 // errRateLimited is b's 429, to be retried after wait.
 func errRateLimited(b *riderBudget, wait time.Duration, detail string) *apiError {
-	e := newError(http.StatusTooManyRequests, b.code, b.title, detail)
-	e.retryAfter = wait // writeProblem rounds it up to whole seconds
-	return e
+	return newError(http.StatusTooManyRequests, b.code, b.title, detail).withRetryAfter(wait) // writeProblem rounds it up to whole seconds
 }
 
 // sweepEvery is how often a limiterSet forgets its full buckets. A full bucket is the same as no
