@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -192,13 +193,12 @@ func (s *Server) admitNewKey(b *riderBudget, userID int64) func() error {
 	}
 	paid := false
 	return func() error {
-		if paid {
-			return nil
+		if !paid {
+			if e := s.spend(b, userID); e != nil {
+				return &budgetSpentError{e}
+			}
+			paid = true
 		}
-		if e := s.spend(b, userID); e != nil {
-			return &budgetSpentError{e}
-		}
-		paid = true
 		return nil
 	}
 }
@@ -244,8 +244,7 @@ func newLimiterSet[K comparable](perSecond float64, burst int) *limiterSet[K] {
 // take takes a token from key's bucket. If the bucket is empty it takes nothing and returns how
 // long until a token is due.
 func (s *limiterSet[K]) take(key K, now time.Time) (wait time.Duration) {
-	bucket := s.bucket(key, now)
-	reservation := bucket.ReserveN(now, 1)
+	reservation := s.bucket(key, now).ReserveN(now, 1)
 	if wait = reservation.DelayFrom(now); wait > 0 {
 		reservation.CancelAt(now)
 	}
@@ -256,11 +255,7 @@ func (s *limiterSet[K]) bucket(key K, now time.Time) *rate.Limiter {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now.Sub(s.lastSweep) >= sweepEvery {
-		for k, b := range s.buckets {
-			if b.TokensAt(now) >= float64(s.burst) {
-				delete(s.buckets, k)
-			}
-		}
+		maps.DeleteFunc(s.buckets, func(_ K, b *rate.Limiter) bool { return b.TokensAt(now) >= float64(s.burst) })
 		s.lastSweep = now
 	}
 	bucket, ok := s.buckets[key]
