@@ -20,10 +20,7 @@ func clientAddr(r *http.Request, trustedProxies []netip.Prefix) netip.Addr {
 		return netip.IPv4Unspecified()
 	}
 	addr := addrPort.Addr().Unmap()
-	var hops []string
-	for _, v := range r.Header.Values("X-Forwarded-For") {
-		hops = append(hops, strings.Split(v, ",")...)
-	}
+	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
 	for i := len(hops) - 1; i >= 0 && trusted(addr, trustedProxies); i-- {
 		hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
 		if err != nil {

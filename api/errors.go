@@ -31,6 +31,12 @@ func newError(status int, code problem.Code, title, detail string) *apiError {
 	return &apiError{problem: problem.New(status, code, title, detail)}
 }
 
+// withRetryAfter has e sent with a Retry-After of wait.
+func (e *apiError) withRetryAfter(wait time.Duration) *apiError {
+	e.retryAfter = wait
+	return e
+}
+
 func errInvalidParameter(param, detail string) *apiError {
 	e := newError(http.StatusBadRequest, problem.CodeInvalidParameter, "Invalid parameter", detail)
 	e.problem.Param = param
@@ -56,26 +62,19 @@ func errInternal() *apiError {
 }
 
 func errDatabaseUnavailable() *apiError {
-	e := newError(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
-		"The database cannot be reached right now. Retry with the same Idempotency-Key; the request resumes where it stopped.")
-	e.retryAfter = retryAfterInUse
-	return e
+	return newError(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
+		"The database cannot be reached right now. Retry with the same Idempotency-Key; the request resumes where it stopped.").withRetryAfter(retryAfterInUse)
 }
 
 func errShuttingDown() *apiError {
-	e := newError(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
-		"The server is restarting and stopped this request. Retry it with the same Idempotency-Key; it resumes where it stopped.")
-	e.retryAfter = retryAfterInUse
-	return e
+	return newError(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
+		"The server is restarting and stopped this request. Retry it with the same Idempotency-Key; it resumes where it stopped.").withRetryAfter(retryAfterInUse)
 }
 
 // errFromPhases maps what the phases returned to the answer a client gets. None of these is
 // stored on the key: each is the answer to this attempt only.
 func errFromPhases(err error) *apiError {
-	var (
-		unavailable *phases.PaymentUnavailableError
-		spent       *budgetSpentError
-	)
+	var spent *budgetSpentError
 	switch {
 	case errors.As(err, &spent):
 		return spent.apiErr
@@ -83,29 +82,21 @@ func errFromPhases(err error) *apiError {
 		return newError(http.StatusUnprocessableEntity, problem.CodeIdempotencyKeyReused, "Idempotency key reused",
 			"This Idempotency-Key was already used with different parameters. Use a new key for a new ride.")
 	case errors.Is(err, phases.ErrKeyInUse), errors.Is(err, phases.ErrLockLost):
-		e := newError(http.StatusConflict, problem.CodeIdempotencyKeyInUse, "Idempotency key in use",
-			"Another request with this Idempotency-Key is in progress. Retry shortly with the same key.")
-		e.retryAfter = retryAfterInUse
-		return e
+		return newError(http.StatusConflict, problem.CodeIdempotencyKeyInUse, "Idempotency key in use",
+			"Another request with this Idempotency-Key is in progress. Retry shortly with the same key.").withRetryAfter(retryAfterInUse)
 	case errors.Is(err, phases.ErrConflict):
 		// Not the key's fault: the database kept aborting the request's transaction in favour of
 		// concurrent ones, for all of the retry budget. Nothing of it was lost.
-		e := newError(http.StatusConflict, problem.CodeRequestConflict, "Request conflicted",
-			"The request kept conflicting with concurrent requests. Retry shortly with the same Idempotency-Key.")
-		e.retryAfter = retryAfterInUse
-		return e
+		return newError(http.StatusConflict, problem.CodeRequestConflict, "Request conflicted",
+			"The request kept conflicting with concurrent requests. Retry shortly with the same Idempotency-Key.").withRetryAfter(retryAfterInUse)
 	case errors.Is(err, phases.ErrRideBookingInProgress):
-		e := newError(http.StatusConflict, problem.CodeRequestConflict, "Ride booking in progress",
-			"The ride is still being booked and charged. Retry the cancel shortly with the same Idempotency-Key.")
-		e.retryAfter = retryAfterInUse
-		return e
+		return newError(http.StatusConflict, problem.CodeRequestConflict, "Ride booking in progress",
+			"The ride is still being booked and charged. Retry the cancel shortly with the same Idempotency-Key.").withRetryAfter(retryAfterInUse)
 	case errors.Is(err, phases.ErrSimulationDisabled):
 		return errInvalidParameter("raise_error", "raise_error is only accepted when the server runs with SIMULATE_ERRORS=true.")
-	case errors.As(err, &unavailable):
-		e := newError(http.StatusServiceUnavailable, problem.CodePaymentProcessorUnavailable, "Payment processor unavailable",
-			"The payment processor could not be reached. Retry with the same Idempotency-Key; you will not be charged twice.")
-		e.retryAfter = retryAfterPaymentUnavailable
-		return e
+	case errors.As(err, new(*phases.PaymentUnavailableError)):
+		return newError(http.StatusServiceUnavailable, problem.CodePaymentProcessorUnavailable, "Payment processor unavailable",
+			"The payment processor could not be reached. Retry with the same Idempotency-Key; you will not be charged twice.").withRetryAfter(retryAfterPaymentUnavailable)
 	// After the Stripe case: an unreachable Stripe looks like a network error too. A commit
 	// whose outcome is unknown is the database's failure, not ours: the retry finds out.
 	case errors.Is(err, phases.ErrCommitOutcomeUnknown), models.IsUnavailable(err):
@@ -123,10 +114,7 @@ func writeProblem(w http.ResponseWriter, e *apiError) {
 	if e.problem.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rocket-rides"`)
 	}
-	p := *e.problem
-	p.RequestID = responseRequestID(w)
-	body, _ := json.Marshal(&p) // a Problem always encodes
-	writeBody(w, p.Status, problem.ContentType, body)
+	writeProblemDocument(w, e.problem.Status, *e.problem)
 }
 
 // retryAfterSeconds is wait as Retry-After's whole seconds, rounded up: rounded down, a wait
@@ -149,18 +137,18 @@ func writeStoredProblem(w http.ResponseWriter, status int, stored []byte) proble
 		writeBody(w, status, problem.ContentType, stored)
 		return ""
 	}
-	p.RequestID = responseRequestID(w)
-	body, _ := json.Marshal(&p) // a Problem always encodes
-	writeBody(w, status, problem.ContentType, body)
+	writeProblemDocument(w, status, p)
 	return p.Code
 }
 
-// responseRequestID is the request id that assignRequestID set on the response. Problem
-// bodies take it from there rather than from the request's context, so that the id in a body
-// cannot differ from the X-Request-Id of the response that carries it, and every writer of a
-// problem, which already has the ResponseWriter, needs nothing more.
-func responseRequestID(w http.ResponseWriter) string {
-	return w.Header().Get(requestIDHeader)
+// writeProblemDocument sends p with status, and with the request id that assignRequestID set on
+// the response. The id is taken from there rather than from the request's context, so that the
+// id in a body cannot differ from the X-Request-Id of the response that carries it, and every
+// writer of a problem, which already has the ResponseWriter, needs nothing more.
+func writeProblemDocument(w http.ResponseWriter, status int, p problem.Problem) {
+	p.RequestID = w.Header().Get(requestIDHeader)
+	body, _ := json.Marshal(&p) // a Problem always encodes
+	writeBody(w, status, problem.ContentType, body)
 }
 
 // writeJSON sends v with status.

@@ -51,21 +51,16 @@ func parseIdempotencyKey(value string) (string, *apiError) {
 		return "", errIdempotencyKeyInvalid(fmt.Sprintf("Idempotency-Key must be %d to %d characters long; it is %d.",
 			idempotencyKeyMinLen, idempotencyKeyMaxLen, len(key)))
 	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return "", errIdempotencyKeyInvalid("Idempotency-Key may contain only printable ASCII characters.")
-		}
+	if strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+		return "", errIdempotencyKeyInvalid("Idempotency-Key may contain only printable ASCII characters.")
 	}
 	return key, nil
 }
 
 // unquoteStructuredString decodes an RFC 8941 sf-string (section 3.3.3) that is the whole of s:
 // printable ASCII between double quotes, where a backslash may only escape a quote or another
-// backslash.
+// backslash. s starts with the opening quote; the callers check that first.
 func unquoteStructuredString(s string) (string, bool) {
-	if len(s) < 2 || s[0] != '"' {
-		return "", false
-	}
 	var b strings.Builder
 	for i := 1; i < len(s); i++ {
 		switch c := s[i]; {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -128,10 +129,8 @@ func (s *Server) shedLoad(next http.Handler) http.Handler {
 		defer l.inFlight.Add(-1)
 		if l.inFlight.Add(1) > int64(l.limits.MaxRequestsInFlight) {
 			s.metrics.RateLimited.WithLabelValues(limitInFlight).Inc()
-			e := newError(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
-				"The service is handling as many requests as it can. Retry after the time in Retry-After, with the same Idempotency-Key.")
-			e.retryAfter = retryAfterShed
-			writeProblem(w, e)
+			writeProblem(w, newError(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
+				"The service is handling as many requests as it can. Retry after the time in Retry-After, with the same Idempotency-Key.").withRetryAfter(retryAfterShed))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -194,13 +193,12 @@ func (s *Server) admitNewKey(b *riderBudget, userID int64) func() error {
 	}
 	paid := false
 	return func() error {
-		if paid {
-			return nil
+		if !paid {
+			if e := s.spend(b, userID); e != nil {
+				return &budgetSpentError{e}
+			}
+			paid = true
 		}
-		if e := s.spend(b, userID); e != nil {
-			return &budgetSpentError{e}
-		}
-		paid = true
 		return nil
 	}
 }
@@ -222,9 +220,7 @@ func (s *Server) spend(b *riderBudget, userID int64) *apiError {
 
 // errRateLimited is b's 429, to be retried after wait.
 func errRateLimited(b *riderBudget, wait time.Duration, detail string) *apiError {
-	e := newError(http.StatusTooManyRequests, b.code, b.title, detail)
-	e.retryAfter = wait // writeProblem rounds it up to whole seconds
-	return e
+	return newError(http.StatusTooManyRequests, b.code, b.title, detail).withRetryAfter(wait) // writeProblem rounds it up to whole seconds
 }
 
 // sweepEvery is how often a limiterSet forgets its full buckets. A full bucket is the same as no
@@ -248,8 +244,7 @@ func newLimiterSet[K comparable](perSecond float64, burst int) *limiterSet[K] {
 // take takes a token from key's bucket. If the bucket is empty it takes nothing and returns how
 // long until a token is due.
 func (s *limiterSet[K]) take(key K, now time.Time) (wait time.Duration) {
-	bucket := s.bucket(key, now)
-	reservation := bucket.ReserveN(now, 1)
+	reservation := s.bucket(key, now).ReserveN(now, 1)
 	if wait = reservation.DelayFrom(now); wait > 0 {
 		reservation.CancelAt(now)
 	}
@@ -260,11 +255,7 @@ func (s *limiterSet[K]) bucket(key K, now time.Time) *rate.Limiter {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now.Sub(s.lastSweep) >= sweepEvery {
-		for k, b := range s.buckets {
-			if b.TokensAt(now) >= float64(s.burst) {
-				delete(s.buckets, k)
-			}
-		}
+		maps.DeleteFunc(s.buckets, func(_ K, b *rate.Limiter) bool { return b.TokensAt(now) >= float64(s.burst) })
 		s.lastSweep = now
 	}
 	bucket, ok := s.buckets[key]

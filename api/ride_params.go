@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
@@ -45,12 +46,10 @@ func parseRideParams(contentType string, body []byte) (phases.RideParams, bool, 
 }
 
 func decodeRideParams(contentType string, body []byte) (rawRideParams, *apiError) {
-	mediaType := ""
-	if contentType != "" {
-		var err error
-		if mediaType, _, err = mime.ParseMediaType(contentType); err != nil {
-			return nil, errUnsupportedMediaType(contentType)
-		}
+	// No Content-Type at all is an error to mime, and an empty mediaType here.
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	if err != nil && contentType != "" {
+		return nil, errUnsupportedMediaType(contentType)
 	}
 
 	switch {
@@ -67,10 +66,8 @@ func decodeRideParams(contentType string, body []byte) (rawRideParams, *apiError
 			raw[name] = formValue(vs[0])
 		}
 		return raw, nil
-
 	case mediaType == "application/json" || mediaType == "":
 		return decodeJSONObject(body)
-
 	default:
 		return nil, errUnsupportedMediaType(contentType)
 	}
@@ -146,29 +143,12 @@ func validateRideParams(raw rawRideParams) (phases.RideParams, bool, *apiError) 
 	}
 
 	for name := range raw {
-		if !isKnownParam(name) {
+		if name != paramRaiseError && !slices.Contains(rideParamNames, name) {
 			return phases.RideParams{}, false, errInvalidParameter(name, fmt.Sprintf("%s is not a known parameter.", name))
 		}
 	}
 
-	return phases.RideParams{
-		OriginLat: values[0],
-		OriginLon: values[1],
-		TargetLat: values[2],
-		TargetLon: values[3],
-	}, raiseError, nil
-}
-
-func isKnownParam(name string) bool {
-	if name == paramRaiseError {
-		return true
-	}
-	for _, known := range rideParamNames {
-		if name == known {
-			return true
-		}
-	}
-	return false
+	return phases.RideParams{OriginLat: values[0], OriginLon: values[1], TargetLat: values[2], TargetLon: values[3]}, raiseError, nil
 }
 
 // decimalNumber is the syntax a coordinate may have: JSON's number syntax, with a leading "+" and

@@ -28,11 +28,7 @@ func (s *Server) handleCreateRide(w http.ResponseWriter, r *http.Request) {
 			if apiErr != nil {
 				return nil, apiErr
 			}
-			outcome, err := s.executor.CreateRide(ctx, &phases.CreateRideRequest{
-				KeyedRequest: keyed,
-				Params:       params,
-				RaiseError:   raiseError,
-			})
+			outcome, err := s.executor.CreateRide(ctx, &phases.CreateRideRequest{KeyedRequest: keyed, Params: params, RaiseError: raiseError})
 			return outcome, s.errFromRun(ctx, r, "ride request", err)
 		})
 }
@@ -47,10 +43,7 @@ func (s *Server) handleCreateRide(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveKeyed(w http.ResponseWriter, r *http.Request, budget *riderBudget, series *prometheus.CounterVec,
 	outcomeOf func(status int, code problem.Code, replayed bool) string,
 	run func(ctx context.Context, keyed phases.KeyedRequest, body []byte) (*phases.Outcome, *apiError)) {
-	var (
-		outcome *phases.Outcome
-		apiErr  *apiError
-	)
+	var outcome *phases.Outcome
 	key, body, apiErr := keyAndBody(w, r)
 	if apiErr == nil {
 		ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
@@ -97,20 +90,15 @@ func rideOutcome(status int, code problem.Code, replayed bool) string {
 		return metrics.RideCreated
 	}
 	switch code {
-	case problem.CodeCardDeclined:
-		return metrics.RideCardDeclined
-	case problem.CodePaymentRejected:
-		return metrics.RidePaymentRejected
+	// The charge's outcomes, which the metric names by the code the rider got.
+	case problem.CodeCardDeclined, problem.CodePaymentRejected, problem.CodePaymentProcessorUnavailable, problem.CodePaymentNeedsReview:
+		return string(code)
 	case problem.CodeIdempotencyKeyInUse:
 		return metrics.RideKeyInUse
 	case problem.CodeIdempotencyKeyReused:
 		return metrics.RideKeyReused
 	case problem.CodeRequestConflict:
 		return metrics.RideConflict
-	case problem.CodePaymentProcessorUnavailable:
-		return metrics.RidePaymentUnavailable
-	case problem.CodePaymentNeedsReview:
-		return metrics.RideNeedsReview
 	}
 	switch {
 	case status == http.StatusTooManyRequests:
@@ -147,12 +135,11 @@ func keyAndBody(w http.ResponseWriter, r *http.Request) (string, []byte, *apiErr
 		return "", nil, apiErr
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return "", nil, newError(http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge, "Request too large",
-				"The request body must be at most 64 KiB.")
-		}
+	switch {
+	case errors.As(err, new(*http.MaxBytesError)):
+		return "", nil, newError(http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge, "Request too large",
+			"The request body must be at most 64 KiB.")
+	case err != nil:
 		return "", nil, errInvalidParameter("", "The request body could not be read.")
 	}
 	return key, body, nil
