@@ -19,11 +19,10 @@ import (
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// PhaseAction is what the work of a phase returns: what to record on the key in the same
-// transaction, so that the phase's work and its outcome commit together or not at all. It is
-// one of NoOp, SetRecoveryPoint or Response, the article's NoOp, RecoveryPoint and Response
-// (models.RecoveryPoint is the name of a point itself, as the key's column holds it), or
-// ForeignMutationNext.
+// PhaseAction is what a phase returns: what to record on the key in the same transaction, so
+// that the phase's work and its outcome commit together or not at all. It is NoOp,
+// SetRecoveryPoint or Response (the article's NoOp, RecoveryPoint and Response; here
+// models.RecoveryPoint names a point), or ForeignMutationNext.
 type PhaseAction interface {
 	apply(progress *models.IdempotencyKeyProgress) error
 }
@@ -102,17 +101,17 @@ func (r Response) apply(progress *models.IdempotencyKeyProgress) error {
 // trip over.
 type step func(ctx context.Context, tx *phaseTx, r *run, at models.RecoveryPoint) (PhaseAction, error)
 
-// atomicPhase runs one atomic phase in one SERIALIZABLE transaction: step at the key's recovery
-// point, and again at each point its PhaseAction moves the key to, until the request finishes or
-// an action leaves the key where it was (NoOp, ForeignMutationNext). Phases that nothing foreign
-// separates gain nothing from separate commits, and each commit is an fsync the rider waits for.
-// The first atomic phase of a request also finds or creates its key and locks it.
+// atomicPhase runs one atomic phase in one SERIALIZABLE transaction. It runs step at the key's
+// recovery point, and again at each point the step's PhaseAction moves the key to. It stops when
+// the request finishes or an action leaves the key where it was (NoOp, ForeignMutationNext).
+// Phases with nothing foreign between them share one commit: each commit is an fsync the rider
+// waits for. A request's first atomic phase also finds or creates its key and locks it.
 //
-// The key is written once, as the transaction commits, with the last point reached (a point
-// passed inside the transaction is seen by no one), and first in the batch, so that every
-// transaction locks the key's row before any other and requests on one key never deadlock. The
-// write is fenced: it fails with ErrLockLost once another request took the key over, and the
-// whole phase rolls back. A phase gives up after Config.PhaseTimeout, with nothing committed.
+// The key is written once, as the transaction commits, with the last point reached: no one sees
+// a point passed inside the transaction. It is written first in the batch, so every transaction
+// locks the key's row before any other, and requests on one key never deadlock. The write is
+// fenced: once another request took the key over, it fails with ErrLockLost and the whole phase
+// rolls back. A phase gives up after Config.PhaseTimeout, with nothing committed.
 func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
 	if e.hooks.phaseTimeout != nil {
 		e.hooks.phaseTimeout(e.config.PhaseTimeout)
@@ -205,13 +204,12 @@ const (
 	retryBackoffMax  = 200 * time.Millisecond
 )
 
-// inSerializableTx runs fn in a SERIALIZABLE transaction and commits it, and runs it again in a
-// new one when Postgres aborts it with a serialization failure (40001) or a deadlock (40P01),
-// for as long as Config.ConflictRetryBudget allows. Those two errors mean only that a
-// concurrent transaction got in the way; the same work usually succeeds at once when retried.
-// The budget is time, not a number of tries, because what the rider feels is time: a try costs
-// a millisecond when the database is idle and far more when it is loaded. It returns how many
-// transactions it ran.
+// inSerializableTx runs fn in a SERIALIZABLE transaction and commits it. When Postgres aborts
+// the transaction with a serialization failure (40001) or a deadlock (40P01), it runs fn again
+// in a new one, for as long as Config.ConflictRetryBudget allows. Those errors mean only that a
+// concurrent transaction got in the way, and a retry usually succeeds at once. The budget is
+// time, not a number of tries, because what the rider feels is time: a try takes a millisecond
+// on an idle database and far longer on a loaded one. It returns how many transactions it ran.
 func (e *Executor) inSerializableTx(ctx context.Context, fn func(ctx context.Context, tx *phaseTx) error) (int, error) {
 	start := e.now()
 	for attempt := 1; ; attempt++ {

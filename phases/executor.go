@@ -47,40 +47,36 @@ import (
 
 // Config tunes the executor. The zero value of each field means its default.
 type Config struct {
-	// LockLease is how long a request's lock on its key lasts unless renewed. The request
-	// renews it every LockLease/3 while it runs (see keepLease), and every atomic phase's commit
-	// renews it too, so a request may take far longer than its lease; a request that died stops
-	// renewing, and its key is free for a retry within one lease. Default 5 s: a rider retrying
-	// after a crash waits seconds, not the article's 90 s lock timeout, and a renewal can be
-	// missed twice, to a slow database say, before the lease runs out.
+	// LockLease is how long a request's lock on its key lasts unless renewed. A running request
+	// renews it every LockLease/3 (keepLease) and at every commit, so it may run far longer. A
+	// request that died stops renewing, and its key is free for a retry within one lease.
+	// Default 5 s: a rider retrying after a crash waits seconds, not the article's 90 s, and
+	// two renewals can be missed before the lease runs out.
 	LockLease time.Duration
 
-	// StripeKeyMaxAge is how long after the first charge attempt we still dare re-send a charge.
-	// Stripe forgets idempotency keys after 24 h; past that, a re-sent charge could be a second
-	// charge. Default 23 h. See StripeKeyMemory for why it and RequestTimeout must stay under 24 h.
+	// StripeKeyMaxAge is how long after the first attempt a Stripe call may still be sent again.
+	// Stripe forgets idempotency keys after 24 h, and a call sent after that could charge or
+	// refund twice. Default 23 h (see StripeKeyMemory).
 	StripeKeyMaxAge time.Duration
 
-	// RequestTimeout bounds one run of a request, Stripe call included: CreateRide gives up
-	// after it, with nothing committed past the last atomic phase. Default 45 s.
+	// RequestTimeout bounds one run of a request, its Stripe call included. Default 45 s.
 	RequestTimeout time.Duration
 
-	// ConflictRetryBudget bounds how long an atomic phase keeps retrying serialization failures
-	// and deadlocks before the request gives up with ErrConflict. Default 2 s: well past what a
-	// burst of conflicts takes to clear, and short enough that the rider's app retries (with
-	// the same key) long before the rider gives up.
+	// ConflictRetryBudget bounds how long an atomic phase retries serialization failures and
+	// deadlocks before the request gives up with ErrConflict. Default 2 s: longer than a burst
+	// of conflicts lasts, and short enough for the app to retry before the rider gives up.
 	ConflictRetryBudget time.Duration
 
-	// PhaseTimeout bounds one atomic phase, its conflict retries included: how long a request
-	// waits on a database that has stopped answering (for a pool connection, a lock, a
-	// statement) before it gives up, unlocks its key and is answered 503 with Retry-After.
+	// PhaseTimeout bounds one atomic phase, its conflict retries included. It is how long a
+	// request waits on a database that stopped answering before it gives up with a 503.
 	// Default 5 s: a phase takes milliseconds, and its retries at most ConflictRetryBudget.
 	PhaseTimeout time.Duration
 
 	// SimulateErrors allows the raise_error demo parameter. Off in production.
 	SimulateErrors bool
 
-	// Faults, if set, is told each time a request passes a FaultPoint, so that failure tests can
-	// crash or stall the process exactly there. Production leaves it nil.
+	// Faults, if set, is told each time a request passes a FaultPoint, where failure tests crash
+	// or stall the process. Production leaves it nil.
 	Faults FaultInjector
 
 	// Metrics records how long atomic phases take and how often they are retried. Default: a
@@ -125,9 +121,9 @@ const StripeKeyMemory = 24 * time.Hour
 // LockLeaseMin keeps renewals, a third of the lease apart, well above a database round trip.
 const LockLeaseMin = time.Second
 
-// Executor runs ride requests through the phases. It is safe for concurrent use; every piece
-// of request state lives in Postgres, so any number of executors in any number of processes
-// may work the same keys.
+// Executor runs requests through the phases. It is safe for concurrent use. Every piece of
+// request state lives in Postgres, so any number of executors, in any number of processes, may
+// work the same keys.
 type Executor struct {
 	config Config
 	logger *slog.Logger

@@ -8,11 +8,12 @@ import (
 // The reading path's bounds (issue 31): a ride runs through at most maxPathFiles files, every
 // one of them in the README's reading order (at most maxReadingOrder files) or in its section on
 // what to skip on a first read, and through at most maxPathBodyLines lines of function bodies.
-// docs/reading-path.md gives the figures measured before and after.
+// maxPathBodyLines is what the path measured when it was set, a ratchet: the issue's goal is
+// 1,700. docs/reading-path.md gives the figures measured before and after.
 const (
 	maxPathFiles     = 28
 	maxReadingOrder  = 12
-	maxPathBodyLines = 1980
+	maxPathBodyLines = 1783
 )
 
 // maxCancelOnlyFiles bounds how many files the cancel's path has that the booking's has not:
