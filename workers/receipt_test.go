@@ -251,6 +251,7 @@ func testRecordsOnTheConnectionItHeldWhileSending(t *testing.T, k receiptUnderTe
 }
 
 func testRecordsOnANewConnectionWhenTheDatabaseDroppedItsOwn(t *testing.T, k receiptUnderTest) {
+	var cut atomic.Int64
 	b := setupWith(t, func(b *testBundle, deps *Deps) {
 		// A pool of the workers' own, named, so that its connections alone can be cut.
 		config, err := pgxpool.ParseConfig(b.pool.Config().ConnString())
@@ -264,18 +265,26 @@ func testRecordsOnANewConnectionWhenTheDatabaseDroppedItsOwn(t *testing.T, k rec
 		}
 		t.Cleanup(workersPool.Close)
 		deps.Pool = workersPool
-		// A database restart, as the server accepts the message: every connection dies.
+		// A database restart, as the server accepts the message: every connection dies. Only
+		// this test's: the cluster is the package's, and the test with the other receipt runs
+		// beside it under the same name. Cutting its job's connection before the mail failed
+		// that job's first attempt.
 		deps.Mailer = afterSend{Mailer: deps.Mailer, hook: func() {
-			if _, err := b.pool.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-				WHERE application_name = 'receipt_workers_under_test'`); err != nil {
+			var n int
+			if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+				WHERE application_name = 'receipt_workers_under_test' AND datname = current_database()`).Scan(&n); err != nil {
 				t.Error(err)
 			}
+			cut.Add(int64(n))
 		}}
 	})
 	ride := k.newRide(b, t, b.rider, "restart")
 	job := b.insertJob(t, k.args(receiptOf(ride)), nil)
 
 	b.requireFinal(t, job, river.EventKindJobCompleted)
+	if cut.Load() == 0 {
+		t.Fatal("want the workers' connections cut as the message went out, found none")
+	}
 	b.requireMailedAndRecordedOnce(t, k, job, ride)
 }
 
