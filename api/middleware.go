@@ -43,7 +43,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 
-		ctx, cancel := context.WithTimeout(r.Context(), dbReadTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), s.readTimeout)
 		user, err := models.UserGetByAPITokenHash(ctx, s.pool, authtoken.Hash(token))
 		cancel()
 		if errors.Is(err, models.ErrNotFound) {

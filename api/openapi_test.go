@@ -204,7 +204,8 @@ func TestContractAnswers(t *testing.T) {
 	oneCancelPerMinute := &api.Limits{RiderCancelsPerMinute: 1, RiderCancelBurst: 1}
 	oneRequestPerMinute := &api.Limits{RiderRequestsPerMinute: 1, RiderRequestBurst: 1}
 	oneReadPerMinute := &api.Limits{RiderReadsPerMinute: 1, RiderReadBurst: 1}
-	oneInFlight := &api.Limits{MaxRequestsInFlight: 1}
+	// One slot, held by a request that waits at a lock as long as the test needs (see whileShedding).
+	shedding := setupOpts{limits: &api.Limits{MaxRequestsInFlight: 1}, lockWait: heldAtLock}
 
 	post := func(status int, code problem.Code) contractAnswer {
 		return contractAnswer{http.MethodPost, "/rides", status, string(code)}
@@ -292,7 +293,7 @@ func TestContractAnswers(t *testing.T) {
 			b.Stripe.InjectChargeFaults(fakestripe.FaultError500, 1)
 			return b.postRide(t, b.Rider, testKey, testBody)
 		}},
-		{answer: post(503, problem.CodeServiceUnavailable), opts: setupOpts{limits: oneInFlight}, send: func(t *testing.T, b *testBundle) *response {
+		{answer: post(503, problem.CodeServiceUnavailable), opts: shedding, send: func(t *testing.T, b *testBundle) *response {
 			return b.whileShedding(t, func() *response { return b.postRide(t, b.Rider, "key-shed-0123456789abcd", testBody) })
 		}},
 
@@ -320,7 +321,7 @@ func TestContractAnswers(t *testing.T) {
 			b.Exec(t, `ALTER TABLE rides RENAME TO rides_gone`)
 			return getRide(t, b, "1")
 		}},
-		{answer: get("/rides/{id}", 503, problem.CodeServiceUnavailable), opts: setupOpts{limits: oneInFlight}, send: func(t *testing.T, b *testBundle) *response {
+		{answer: get("/rides/{id}", 503, problem.CodeServiceUnavailable), opts: shedding, send: func(t *testing.T, b *testBundle) *response {
 			return b.whileShedding(t, func() *response { return getRide(t, b, "1") })
 		}},
 
@@ -347,7 +348,7 @@ func TestContractAnswers(t *testing.T) {
 			b.Exec(t, `ALTER TABLE rides RENAME TO rides_gone`)
 			return listRides(t, b, "")
 		}},
-		{answer: get("/rides", 503, problem.CodeServiceUnavailable), opts: setupOpts{limits: oneInFlight}, send: func(t *testing.T, b *testBundle) *response {
+		{answer: get("/rides", 503, problem.CodeServiceUnavailable), opts: shedding, send: func(t *testing.T, b *testBundle) *response {
 			return b.whileShedding(t, func() *response { return listRides(t, b, "") })
 		}},
 
@@ -460,7 +461,7 @@ func TestContractAnswers(t *testing.T) {
 			ride := b.postRide(t, b.Rider, testKey, testBody).rideCreated(t).Ride
 			return b.cancelRide(t, b.Rider, cancelKey, ride.ID)
 		}},
-		{answer: cancel(503, problem.CodeServiceUnavailable), opts: setupOpts{limits: oneInFlight}, send: func(t *testing.T, b *testBundle) *response {
+		{answer: cancel(503, problem.CodeServiceUnavailable), opts: shedding, send: func(t *testing.T, b *testBundle) *response {
 			return b.whileShedding(t, func() *response { return b.cancelRide(t, b.Rider, cancelKey, 1) })
 		}},
 
@@ -484,7 +485,7 @@ func TestContractAnswers(t *testing.T) {
 			b.Exec(t, `ALTER TABLE stripe_events RENAME TO stripe_events_gone`)
 			return b.postEvent(t, stripeEvent("evt_contract", "charge.refunded", refundedCharge("ch_x", true)), testWebhookSecret, time.Now())
 		}},
-		{answer: webhook(503, problem.CodeServiceUnavailable), opts: setupOpts{limits: oneInFlight}, send: func(t *testing.T, b *testBundle) *response {
+		{answer: webhook(503, problem.CodeServiceUnavailable), opts: shedding, send: func(t *testing.T, b *testBundle) *response {
 			return b.whileShedding(t, func() *response {
 				return b.postEvent(t, stripeEvent("evt_contract", "charge.refunded", refundedCharge("ch_x", true)), testWebhookSecret, time.Now())
 			})
@@ -573,7 +574,8 @@ func testName(a contractAnswer) string {
 }
 
 // whileShedding sends a request while the API sheds load: with Limits.MaxRequestsInFlight 1, a
-// ride request stuck on a locked users table holds the only slot. The health checks and the
+// ride request stuck on a locked table holds the only slot, for as long as setupOpts.lockWait
+// (at the default 5 s, a loaded machine could free it before send). The health checks and the
 // contract, which no limit applies to, are still answered.
 func (b *testBundle) whileShedding(t *testing.T, send func() *response) *response {
 	t.Helper()

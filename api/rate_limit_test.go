@@ -143,6 +143,10 @@ func TestRiderBudgets(t *testing.T) {
 	})
 }
 
+// heldAtLock is setupOpts.lockWait for a test that holds a request at a locked table while it
+// sends others: a request that gave up its wait would free the very slot the test is about.
+const heldAtLock = 2 * time.Minute
+
 func TestRateLimits(t *testing.T) {
 	t.Parallel()
 
@@ -189,7 +193,7 @@ func TestRateLimits(t *testing.T) {
 
 	t.Run("ShedsPastTheInFlightCap", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{limits: &api.Limits{MaxRequestsInFlight: 1}})
+		b := setup(t, setupOpts{limits: &api.Limits{MaxRequestsInFlight: 1}, lockWait: heldAtLock})
 		unlock := b.lockTable(t, "idempotency_keys") // reached once the request holds its slot
 		stuck := make(chan *response, 1)
 		go func() { stuck <- b.postRide(t, b.Rider, "key-stuck-0123456789abc", testBody) }()
@@ -236,10 +240,11 @@ func TestRateLimits(t *testing.T) {
 	// A rider's ride requests in progress are capped, others' are not: with the rider's one
 	// allowed request held at the database, a second is refused at once, while another rider's
 	// goes through to the database. (One, so that the test's pool, of four connections, holds the
-	// lock, the two requests and the test's own queries.)
+	// lock, the two requests and the test's own queries.) The two, let go at once, conflict on the
+	// keys' index page; under load their retries outlast the default budget, and one would get a 409.
 	t.Run("CapsOneRidersRidesInFlight", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{limits: &api.Limits{RiderRidesInFlight: 1}})
+		b := setup(t, setupOpts{limits: &api.Limits{RiderRidesInFlight: 1}, lockWait: heldAtLock, conflictRetryBudget: time.Minute})
 		other := b.NewRider(t, "tok_visa")
 		unlock := b.lockTable(t, "idempotency_keys")
 		held := make(chan *response, 2)
@@ -264,7 +269,7 @@ func TestRateLimits(t *testing.T) {
 	// another rider's read is admitted and answered.
 	t.Run("OneRidersReadsLeaveOthersAnswered", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{limits: &api.Limits{RiderReadsInFlight: 1, MaxRequestsInFlight: 2}})
+		b := setup(t, setupOpts{limits: &api.Limits{RiderReadsInFlight: 1, MaxRequestsInFlight: 2}, lockWait: heldAtLock})
 		other := b.NewRider(t, "tok_visa")
 		read := func(rider *ridetest.Rider) *response {
 			return b.do(t, http.MethodGet, "/rides/1", map[string]string{"Authorization": "Bearer " + rider.Token}, "")
@@ -334,10 +339,11 @@ func (b *testBundle) lockTable(t *testing.T, table string) (unlock func()) {
 	return unlock
 }
 
-// waitForLockWaiters waits until n backends wait for a lock.
+// waitForLockWaiters waits until n backends wait for a lock, as long as a request held at one
+// does (heldAtLock): the deadline only ends a test whose requests never get there.
 func (b *testBundle) waitForLockWaiters(t *testing.T, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(heldAtLock); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if b.Count(t, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()") >= n {
 			return
 		}

@@ -204,7 +204,7 @@ func (s *Server) handleGetRide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), dbReadTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), s.readTimeout)
 	defer cancel()
 	ride, err := models.RideGetByIDForUser(ctx, s.pool, id, userFrom(r.Context()).ID)
 	if errors.Is(err, models.ErrNotFound) {
@@ -264,7 +264,7 @@ func (s *Server) handleListRides(w http.ResponseWriter, r *http.Request) {
 		after = id
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), dbReadTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), s.readTimeout)
 	defer cancel()
 	rides, hasMore, err := models.RideListForUser(ctx, s.pool, userFrom(r.Context()).ID, limit, after)
 	if errors.Is(err, models.ErrNotFound) {

@@ -44,6 +44,9 @@ type Server struct {
 	// webhookSecret verifies Stripe's events; empty, and POST /webhooks/stripe is off.
 	webhookSecret string
 
+	// readTimeout is dbReadTimeout; tests that hold a read at a lock lengthen it.
+	readTimeout time.Duration
+
 	// workCtx ends when AbortInFlight is called; every ride request's work hangs off it.
 	workCtx     context.Context
 	abortAction context.CancelFunc
@@ -84,6 +87,7 @@ func NewServer(pool *pgxpool.Pool, executor *phases.Executor, logger *slog.Logge
 		logger:         logger,
 		metrics:        config.Metrics,
 		pool:           pool,
+		readTimeout:    dbReadTimeout,
 		tokenKey:       config.TokenKey,
 		trustedProxies: config.TrustedProxies,
 		webhookSecret:  config.StripeWebhookSecret,

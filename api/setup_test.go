@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -71,6 +72,12 @@ type setupOpts struct {
 	// it past what a loaded machine can use up: the rider's new keys land on one index page,
 	// whose serialization failures (documented in docs/performance.md) are retried meanwhile.
 	conflictRetryBudget time.Duration
+
+	// lockWait, if set, is how long a request held at a lock waits before it gives up with a
+	// 503: a ride request's phase timeout and the API's own reads' timeout, 5 s each by default.
+	// A test that holds a request at a lock while it sends others sets it past what a loaded
+	// machine takes to send them; at the default, the held request can give up first.
+	lockWait time.Duration
 }
 
 // testWebhookSecret is the signing secret of the test API's webhook endpoint.
@@ -93,7 +100,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	executor := phases.New(b.Pool, sc, logger, phases.Config{
 		SimulateErrors:      opts.simulateErrors,
 		ConflictRetryBudget: opts.conflictRetryBudget,
-		PhaseTimeout:        2 * opts.conflictRetryBudget,
+		PhaseTimeout:        cmp.Or(opts.lockWait, 2*opts.conflictRetryBudget),
 	})
 	limits := api.Limits{Off: true}
 	if opts.limits != nil {
@@ -105,6 +112,9 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	}
 	s := api.NewServer(b.Pool, executor, logger, api.Config{Limits: limits, TokenKey: ridetest.TokenKey,
 		TrustedProxies: opts.trustedProxies, StripeWebhookSecret: secret, Metrics: opts.metrics})
+	if opts.lockWait != 0 {
+		s.SetReadTimeout(opts.lockWait)
+	}
 	if opts.limitsClockStopped {
 		s.StopLimitsClock(time.Now())
 	}
