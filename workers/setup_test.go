@@ -234,13 +234,15 @@ type poolHog struct {
 	conns []*pgxpool.Conn
 }
 
-// takeAll acquires every connection of the pool that is free or can be opened, and keeps them
-// until releaseAll.
+// takeAll acquires every connection of the pool that no one holds, and keeps them until
+// releaseAll. It counts what the pool has acquired rather than waiting for an acquisition to fail:
+// opening a connection took longer than a short wait on a loaded machine, and the hog then took
+// none.
 func (h *poolHog) takeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	for h.pool.Stat().AcquiredConns() < h.pool.Config().MaxConns {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		conn, err := h.pool.Acquire(ctx)
 		cancel()
 		if err != nil {
