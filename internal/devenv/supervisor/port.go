@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Ports that FreePort draws from: from LowestFreePort up to just below the kernel's ephemeral range,
@@ -39,17 +40,53 @@ func FreePortBlock(offsets ...int) (int, error) {
 	if len(offsets) > 0 {
 		highest -= max(slices.Max(offsets), 0)
 	}
-	if highest-LowestFreePort < 1000 && len(offsets) == 0 { // a range configured to start low: use it as it is
-		return kernelPort()
-	}
 	var err error
 	for range 100 {
-		base := LowestFreePort + rand.IntN(max(highest-LowestFreePort+1, 1))
-		if err = allFree(base, offsets); err == nil {
+		var base int
+		if highest-LowestFreePort < 1000 && len(offsets) == 0 { // a range configured to start low: use it as it is
+			if base, err = kernelPort(); err != nil {
+				return 0, err
+			}
+		} else {
+			base = LowestFreePort + rand.IntN(max(highest-LowestFreePort+1, 1))
+			if err = allFree(base, offsets); err != nil {
+				continue
+			}
+		}
+		if handOut(base, offsets) {
 			return base, nil
 		}
+		err = fmt.Errorf("port %d was handed out already", base)
 	}
 	return 0, fmt.Errorf("error finding a free port: %w", err)
+}
+
+// handedOut are the ports that this process's draws returned. A port drawn for a process that
+// has not bound it yet looks free to the next draw: cmd/dev once gave its worker and its
+// completer the same metrics port, and the worker exited.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// handOut records base and each port at one of offsets above it as handed out, unless one of
+// them was already; it reports whether it recorded them.
+func handOut(base int, offsets []int) bool {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	ports := append([]int{base}, offsets...)
+	for i := range ports[1:] {
+		ports[i+1] += base
+	}
+	for _, p := range ports {
+		if handedOut.ports[p] {
+			return false
+		}
+	}
+	for _, p := range ports {
+		handedOut.ports[p] = true
+	}
+	return true
 }
 
 // allFree reports whether base and each port at one of offsets above it can be listened on,
