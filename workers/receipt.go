@@ -33,7 +33,7 @@ type SendRideReceiptWorker struct {
 
 // Work sends the ride's receipt unless it was recorded already (see sendReceipt, below).
 func (w *SendRideReceiptWorker) Work(ctx context.Context, job *river.Job[jobargs.SendRideReceipt]) error {
-	return sendReceipt(ctx, &w.receiptSender, job, jobargs.Receipt(job.Args), rideReceipt{})
+	return sendReceipt(ctx, &w.receiptSender, job, jobargs.Receipt(job.Args), rideReceipt)
 }
 
 // SendRefundReceiptWorker emails the receipt of the refund a cancel made, and records it on the
@@ -45,7 +45,7 @@ type SendRefundReceiptWorker struct {
 
 // Work sends the refund's receipt unless it was recorded already (see sendReceipt).
 func (w *SendRefundReceiptWorker) Work(ctx context.Context, job *river.Job[jobargs.SendRefundReceipt]) error {
-	return sendReceipt(ctx, &w.receiptSender, job, jobargs.Receipt(job.Args), refundReceipt{})
+	return sendReceipt(ctx, &w.receiptSender, job, jobargs.Receipt(job.Args), refundReceipt)
 }
 
 // RecordTimeout bounds recording a receipt that has been sent. That step ignores the job's
@@ -80,7 +80,7 @@ type receiptSender struct {
 // sendReceipt sends job's receipt, unless it was recorded already, and records it in the
 // transaction that completes the job. An SMTP failure is returned, so River retries with backoff.
 // A job that can never succeed (its ride is gone, or has nothing to receipt) is cancelled.
-func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *river.Job[T], args jobargs.Receipt, kind receiptKind) error {
+func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *river.Job[T], args jobargs.Receipt, kind *receiptKind) error {
 	started := time.Now()
 
 	// The job holds one connection from its first query to the commit that records the receipt,
@@ -93,17 +93,16 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 
 	ride, err := models.RideGetByIDForUser(ctx, conn, args.RideID, args.UserID)
 	if errors.Is(err, models.ErrNotFound) {
-		return river.JobCancel(fmt.Errorf("no ride %d of user %d to send a %s for: %w", args.RideID, args.UserID, kind, err))
+		return river.JobCancel(fmt.Errorf("no ride %d of user %d to send a %s for: %w", args.RideID, args.UserID, kind.name, err))
 	}
 	if err != nil {
 		return err
 	}
-	sentAt, err := kind.sentAt(ride)
-	if err != nil {
-		return err
+	if kind.stripeID(ride) == nil {
+		return river.JobCancel(fmt.Errorf("ride %d has nothing to send a %s for", ride.ID, kind.name))
 	}
-	if sentAt != nil {
-		s.logger.InfoContext(ctx, "Worker: "+kind.String()+" already recorded, not sending it again",
+	if sentAt := kind.sentAt(ride); sentAt != nil {
+		s.logger.InfoContext(ctx, "Worker: "+kind.name+" already recorded, not sending it again",
 			slog.Int64("ride_id", ride.ID), slog.Time("sent_at", *sentAt), slog.Int64("job_id", job.ID))
 		return nil
 	}
@@ -118,7 +117,7 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 
 	msg := kind.message(ride, user, args, s.mailFrom, s.messageIDDomain)
 	if err := s.mailer.Send(ctx, msg); err != nil {
-		return fmt.Errorf("error mailing %s of ride %d: %w", kind, ride.ID, err)
+		return fmt.Errorf("error mailing %s of ride %d: %w", kind.name, ride.ID, err)
 	}
 	latency, latencyKnown := receiptLatency(job.JobRow, time.Since(started))
 
@@ -133,11 +132,11 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 		// The database went away (a restart, a failover) while the message was out. Failing the
 		// job would mail the receipt again on its retry, so keep trying on a fresh connection
 		// for as long as RecordTimeout allows.
-		s.logger.WarnContext(ctx, "Worker: "+kind.String()+" mailed but not recorded yet; retrying on a new connection",
+		s.logger.WarnContext(ctx, "Worker: "+kind.name+" mailed but not recorded yet; retrying on a new connection",
 			slog.Int64("ride_id", ride.ID), slog.Int("attempt", attempt), slog.String("error", err.Error()))
 		select {
 		case <-recordCtx.Done():
-			return fmt.Errorf("error recording %s of ride %d: %w", kind, ride.ID, err)
+			return fmt.Errorf("error recording %s of ride %d: %w", kind.name, ride.ID, err)
 		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
 		}
 		raced, err = recordOnNewConnection(recordCtx, s, kind, job, ride, msg.MessageID)
@@ -149,14 +148,14 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 	if latencyKnown && s.latency != nil && s.mailer.Delivers() {
 		s.latency.Observe(latency.Seconds())
 	}
-	level, logMsg := slog.LevelInfo, "Worker: sent "+kind.String()
+	level, logMsg := slog.LevelInfo, "Worker: sent "+kind.name
 	switch {
 	case raced:
-		level, logMsg = slog.LevelWarn, "Worker: "+kind.String()+" was recorded by another job meanwhile; the rider may have it twice"
+		level, logMsg = slog.LevelWarn, "Worker: "+kind.name+" was recorded by another job meanwhile; the rider may have it twice"
 	case !s.mailer.Delivers():
 		// A receipt that went only to the log (no SMTP_URL) reached no rider, and an operator
 		// reading "sent" would believe it had.
-		logMsg = "Worker: logged " + kind.String() + ", not sent (SMTP_URL unset)"
+		logMsg = "Worker: logged " + kind.name + ", not sent (SMTP_URL unset)"
 	}
 	s.logger.Log(ctx, level, logMsg,
 		slog.Int64("ride_id", ride.ID), slog.Int64("user_id", user.ID), slog.String("message_id", msg.MessageID),
@@ -167,14 +166,14 @@ func sendReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, job *ri
 // recordReceipt records the receipt and completes the job in one transaction on conn, so a
 // receipt is recorded exactly when its job is done. raced reports that another job recorded a
 // receipt for the ride first; the job is completed all the same.
-func recordReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, kind receiptKind, conn txBeginner, job *river.Job[T], ride *models.Ride, messageID string) (raced bool, err error) {
+func recordReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, kind *receiptKind, conn txBeginner, job *river.Job[T], ride *models.Ride, messageID string) (raced bool, err error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error beginning transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
 
-	if _, err := kind.record(ctx, tx, ride, messageID); errors.Is(err, models.ErrNotFound) {
+	if _, err := kind.record(ctx, tx, ride.UserID, ride.ID, messageID); errors.Is(err, models.ErrNotFound) {
 		raced = true
 	} else if err != nil {
 		return false, err
@@ -183,7 +182,7 @@ func recordReceipt[T river.JobArgs](ctx context.Context, s *receiptSender, kind 
 		return false, fmt.Errorf("error completing job %d: %w", job.ID, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return false, fmt.Errorf("error committing %s of ride %d: %w", kind, ride.ID, err)
+		return false, fmt.Errorf("error committing %s of ride %d: %w", kind.name, ride.ID, err)
 	}
 	return raced, nil
 }
@@ -197,7 +196,7 @@ type txBeginner interface {
 // recordOnNewConnection is recordReceipt, within recordAttemptTimeout, on a connection dialled for
 // it. An idle connection of the pool may lead to the primary that the last try lost, and hang as
 // that try did.
-func recordOnNewConnection[T river.JobArgs](ctx context.Context, s *receiptSender, kind receiptKind, job *river.Job[T], ride *models.Ride, messageID string) (bool, error) {
+func recordOnNewConnection[T river.JobArgs](ctx context.Context, s *receiptSender, kind *receiptKind, job *river.Job[T], ride *models.Ride, messageID string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, recordAttemptTimeout)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
@@ -212,7 +211,7 @@ func recordOnNewConnection[T river.JobArgs](ctx context.Context, s *receiptSende
 		return false, err
 	}
 	if state == string(rivertype.JobStateCompleted) {
-		s.logger.InfoContext(ctx, "Worker: "+kind.String()+" was recorded by an earlier try, whose commit was not acknowledged",
+		s.logger.InfoContext(ctx, "Worker: "+kind.name+" was recorded by an earlier try, whose commit was not acknowledged",
 			slog.Int64("ride_id", ride.ID), slog.Int64("job_id", job.ID))
 		return false, nil
 	}
@@ -220,54 +219,54 @@ func recordOnNewConnection[T river.JobArgs](ctx context.Context, s *receiptSende
 }
 
 // receiptKind is what sets a ride's two receipts apart, the charge's (rideReceipt) and the
-// refund's (refundReceipt); sendReceipt does the rest the same for both. What each one says is
-// at the end of this file.
-type receiptKind interface {
-	// String is the receipt's name in log lines and errors.
-	String() string
+// refund's (refundReceipt): where each is recorded, and its words. sendReceipt does the rest the
+// same for both.
+type receiptKind struct {
+	// name is the receipt's name in log lines and errors, and in its Message-ID.
+	name string
 
-	// sentAt returns when ride's receipt was recorded as sent, or nil if it was not. A ride with
-	// nothing to receipt gets an error that cancels the job: no retry can change that.
-	sentAt(ride *models.Ride) (*time.Time, error)
+	// stripeID is the charge or refund that the receipt is for, nil if the ride has none: then
+	// there is nothing to receipt, and no retry can change that.
+	stripeID func(ride *models.Ride) *string
 
-	// message renders ride's receipt to user.
-	message(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message
+	// sentAt is when the receipt was recorded as sent, nil if it was not.
+	sentAt func(ride *models.Ride) *time.Time
 
-	// record records ride's receipt as sent with messageID. Only the first is recorded: after
-	// that, it returns models.ErrNotFound.
-	record(ctx context.Context, db models.DBTX, ride *models.Ride, messageID string) (*models.RideReceipt, error)
+	// record records the receipt as sent with messageID. Only the first is recorded: after that,
+	// it returns models.ErrNotFound.
+	record func(ctx context.Context, db models.DBTX, userID, rideID int64, messageID string) (*models.RideReceipt, error)
+
+	// The receipt's words (see message): its subject's, its opening line, what was done with
+	// the amount and under which id, and a note before the closing question.
+	subject, opening, amountDone, idLabel, note, question string
 }
 
 // rideReceipt is the receipt of a charged ride, recorded in rides.receipt_sent_at.
-type rideReceipt struct{}
+var rideReceipt = &receiptKind{
+	name:       "receipt",
+	stripeID:   func(ride *models.Ride) *string { return ride.StripeChargeID },
+	sentAt:     func(ride *models.Ride) *time.Time { return ride.ReceiptSentAt },
+	record:     models.RideReceiptRecord,
+	subject:    "receipt",
+	opening:    "Thanks for flying with Rocket Rides!",
+	amountDone: "Charged",
+	idLabel:    "Charge ID",
+	question:   "Questions about this charge? Reply to this email and quote the charge ID.",
+}
 
 // refundReceipt is the receipt of the refund a cancel made, recorded in
 // rides.refund_receipt_sent_at.
-type refundReceipt struct{}
-
-func (rideReceipt) String() string   { return "receipt" }
-func (refundReceipt) String() string { return "refund receipt" }
-
-func (rideReceipt) sentAt(ride *models.Ride) (*time.Time, error) {
-	if ride.StripeChargeID == nil {
-		return nil, river.JobCancel(fmt.Errorf("ride %d was never charged, so it has no receipt", ride.ID))
-	}
-	return ride.ReceiptSentAt, nil
-}
-
-func (refundReceipt) sentAt(ride *models.Ride) (*time.Time, error) {
-	if ride.StripeRefundID == nil {
-		return nil, river.JobCancel(fmt.Errorf("ride %d has no refund recorded, so it has no refund receipt", ride.ID))
-	}
-	return ride.RefundReceiptSentAt, nil
-}
-
-func (rideReceipt) record(ctx context.Context, db models.DBTX, ride *models.Ride, messageID string) (*models.RideReceipt, error) {
-	return models.RideReceiptRecord(ctx, db, ride.UserID, ride.ID, messageID)
-}
-
-func (refundReceipt) record(ctx context.Context, db models.DBTX, ride *models.Ride, messageID string) (*models.RideReceipt, error) {
-	return models.RideRefundReceiptRecord(ctx, db, ride.UserID, ride.ID, messageID)
+var refundReceipt = &receiptKind{
+	name:       "refund receipt",
+	stripeID:   func(ride *models.Ride) *string { return ride.StripeRefundID },
+	sentAt:     func(ride *models.Ride) *time.Time { return ride.RefundReceiptSentAt },
+	record:     models.RideRefundReceiptRecord,
+	subject:    "refund",
+	opening:    "Your ride was cancelled, and its charge refunded.",
+	amountDone: "Refunded",
+	idLabel:    "Refund ID",
+	note:       "A refund can take 5 to 10 business days to show on your statement.\n",
+	question:   "Questions about this refund? Reply to this email and quote the refund ID.",
 }
 
 // receiptLatency is how long job's receipt took from its booking to the mail server, given that
@@ -282,73 +281,36 @@ func receiptLatency(job *rivertype.JobRow, sinceStart time.Duration) (time.Durat
 	return max(job.AttemptedAt.Sub(stagedAt), 0) + sinceStart, true
 }
 
-// message renders the receipt of ride: what was charged, for which ride, and the charge to
-// quote to support. ride was charged: sentAt cancels the job of a ride that was not.
-func (rideReceipt) message(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message {
+// message renders ride's receipt to user: which ride, the amount and what was done with it,
+// and the charge or refund to quote to support. sendReceipt has checked that there is one.
+func (k *receiptKind) message(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message {
 	amount := formatAmount(args.Amount, args.Currency)
 	var b strings.Builder
-	fmt.Fprintf(&b, "Thanks for flying with Rocket Rides!\n\n")
-	writeRide(&b, ride)
-	fmt.Fprintf(&b, "Charged    %s to your card on file\n", amount)
-	fmt.Fprintf(&b, "Charge ID  %s\n\n", *ride.StripeChargeID)
-	fmt.Fprintf(&b, "Questions about this charge? Reply to this email and quote the charge ID.\n\n")
-	subject := fmt.Sprintf("Your Rocket Rides receipt: %s for ride #%d", amount, ride.ID)
-	return signed(&b, from, user, subject, ReceiptMessageID(ride, messageIDDomain))
+	fmt.Fprintf(&b, "%s\n\n", k.opening)
+	fmt.Fprintf(&b, "Ride       #%d, %s\n", ride.ID, ride.CreatedAt.UTC().Format("2 January 2006, 15:04 MST"))
+	fmt.Fprintf(&b, "From       %.5f, %.5f\n", ride.OriginLat, ride.OriginLon)
+	fmt.Fprintf(&b, "To         %.5f, %.5f\n", ride.TargetLat, ride.TargetLon)
+	fmt.Fprintf(&b, "%-10s %s to your card on file\n", k.amountDone, amount)
+	fmt.Fprintf(&b, "%-10s %s\n\n", k.idLabel, *k.stripeID(ride))
+	fmt.Fprintf(&b, "%s%s\n\nRocket Rides\n", k.note, k.question)
+	return &mailer.Message{
+		From: from, To: user.Email, Body: b.String(), MessageID: k.messageID(ride, messageIDDomain),
+		Subject: fmt.Sprintf("Your Rocket Rides %s: %s for ride #%d", k.subject, amount, ride.ID),
+	}
 }
 
-// ReceiptMessageID is the same for every attempt at one ride's receipt, so that copies sent by
-// retries can be recognised downstream. It includes the ride's creation time as well as its id
-// because ids repeat across databases (a reset, a second region), and a mail system that
-// deduplicates would then drop a new ride's receipt as a copy of an old one. Exported for
-// internal/seed, which records receipts the way this worker does.
+// messageID is the same for every attempt at one ride's receipt, so that copies sent by retries
+// can be recognised downstream, and another for each kind. It includes the ride's creation time
+// as well as its id because ids repeat across databases (a reset, a second region), and a mail
+// system that deduplicates would then drop a new ride's receipt as a copy of an old one.
+func (k *receiptKind) messageID(ride *models.Ride, domain string) string {
+	return fmt.Sprintf("<ride-%d.%d.%s@%s>", ride.ID, ride.CreatedAt.UnixMicro(), strings.ReplaceAll(k.name, " ", "-"), domain)
+}
+
+// ReceiptMessageID is the Message-ID of ride's receipt (see messageID). Exported for
+// internal/seed, which records receipts the way the worker does.
 func ReceiptMessageID(ride *models.Ride, domain string) string {
-	return rideMessageID(ride, "receipt", domain)
-}
-
-// message renders the receipt of ride's refund: that the ride was cancelled, what was given
-// back to the card, and the refund to quote to support.
-func (refundReceipt) message(ride *models.Ride, user *models.User, args jobargs.Receipt, from, messageIDDomain string) *mailer.Message {
-	amount := formatAmount(args.Amount, args.Currency)
-
-	var b strings.Builder
-	fmt.Fprintf(&b, "Your ride was cancelled, and its charge refunded.\n\n")
-	writeRide(&b, ride)
-	fmt.Fprintf(&b, "Refunded   %s to your card on file\n", amount)
-	if ride.StripeRefundID != nil {
-		fmt.Fprintf(&b, "Refund ID  %s\n", *ride.StripeRefundID)
-	}
-	fmt.Fprintf(&b, "\nA refund can take 5 to 10 business days to show on your statement.\n")
-	if ride.StripeRefundID != nil {
-		fmt.Fprintf(&b, "Questions about this refund? Reply to this email and quote the refund ID.\n\n")
-	} else {
-		fmt.Fprintf(&b, "Questions about this refund? Reply to this email.\n\n")
-	}
-	subject := fmt.Sprintf("Your Rocket Rides refund: %s for ride #%d", amount, ride.ID)
-	return signed(&b, from, user, subject, refundReceiptMessageID(ride, messageIDDomain))
-}
-
-// refundReceiptMessageID is to the refund receipt what ReceiptMessageID is to the ride's: the
-// same for every attempt, and another than the ride receipt's.
-func refundReceiptMessageID(ride *models.Ride, domain string) string {
-	return rideMessageID(ride, "refund-receipt", domain)
-}
-
-// signed ends body with the sign-off both receipts share, and makes it a message to user.
-func signed(body *strings.Builder, from string, user *models.User, subject, messageID string) *mailer.Message {
-	fmt.Fprintf(body, "Rocket Rides\n")
-	return &mailer.Message{From: from, To: user.Email, Subject: subject, Body: body.String(), MessageID: messageID}
-}
-
-// rideMessageID is the Message-ID of ride's message of the given kind.
-func rideMessageID(ride *models.Ride, kind, domain string) string {
-	return fmt.Sprintf("<ride-%d.%d.%s@%s>", ride.ID, ride.CreatedAt.UnixMicro(), kind, domain)
-}
-
-// writeRide writes the lines of a receipt that say which ride it is about.
-func writeRide(b *strings.Builder, ride *models.Ride) {
-	fmt.Fprintf(b, "Ride       #%d, %s\n", ride.ID, ride.CreatedAt.UTC().Format("2 January 2006, 15:04 MST"))
-	fmt.Fprintf(b, "From       %.5f, %.5f\n", ride.OriginLat, ride.OriginLon)
-	fmt.Fprintf(b, "To         %.5f, %.5f\n", ride.TargetLat, ride.TargetLon)
+	return rideReceipt.messageID(ride, domain)
 }
 
 // currencySymbols are the currencies a receipt writes with a symbol; others get their code.
