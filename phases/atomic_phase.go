@@ -94,16 +94,24 @@ func (r Response) apply(progress *models.IdempotencyKeyProgress) error {
 	return nil
 }
 
-// step is the work of an atomic phase at one recovery point: a request's switch over the
-// points the atomic phase covers (see CreateRide). It runs in the atomic phase's transaction,
-// reading through tx and queueing its writes on tx.Writes. It may run more than once (see
-// inSerializableTx), so it must keep no state outside the transaction that a second run would
-// trip over.
-type step func(ctx context.Context, tx *phaseTx, r *run, at models.RecoveryPoint) (PhaseAction, error)
+// step is the work of one phase, which leaves the recovery point it is named under in steps. It
+// runs in the atomic phase's transaction, reading through tx and queueing its writes on
+// tx.Writes. It may run more than once (see inSerializableTx), so it must keep no state outside
+// the transaction that a second run would trip over.
+type step func(ctx context.Context, tx *phaseTx, r *run) (PhaseAction, error)
 
-// atomicPhase runs one atomic phase in one SERIALIZABLE transaction. It runs step at the key's
-// recovery point, and again at each point the step's PhaseAction moves the key to. It stops when
-// the request finishes or an action leaves the key where it was (NoOp, ForeignMutationNext).
+// steps are the phases an atomic phase covers, each under the recovery point it leaves (see
+// CreateRide). A key may stand at any of them when the atomic phase starts.
+type steps map[models.RecoveryPoint]step
+
+// passOn is the step at a point that the other atomic phase leaves: it ends this one, with
+// nothing to do.
+func passOn(context.Context, *phaseTx, *run) (PhaseAction, error) { return NoOp{}, nil }
+
+// atomicPhase runs one atomic phase in one SERIALIZABLE transaction. It runs the step of the
+// key's recovery point, then the step of each point the last step's PhaseAction moves the key to.
+// It stops when the request finishes or an action leaves the key where it was (NoOp,
+// ForeignMutationNext).
 // Phases with nothing foreign between them share one commit: each commit is an fsync the rider
 // waits for. A request's first atomic phase also finds or creates its key and locks it.
 //
@@ -112,7 +120,7 @@ type step func(ctx context.Context, tx *phaseTx, r *run, at models.RecoveryPoint
 // locks the key's row before any other, and requests on one key never deadlock. The write is
 // fenced: once another request took the key over, it fails with ErrLockLost and the whole phase
 // rolls back. A phase gives up after Config.PhaseTimeout, with nothing committed.
-func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
+func (e *Executor) atomicPhase(ctx context.Context, r *run, steps steps) error {
 	if e.hooks.phaseTimeout != nil {
 		e.hooks.phaseTimeout(e.config.PhaseTimeout)
 	}
@@ -143,7 +151,11 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, step step) error {
 		progress := models.IdempotencyKeyProgress{RecoveryPoint: from}
 		for progress.RecoveryPoint != models.RecoveryPointFinished {
 			at := progress.RecoveryPoint
-			action, err := step(ctx, tx, &next, at)
+			step, ok := steps[at]
+			if !ok {
+				return fmt.Errorf("bug: no phase leaves %s in this atomic phase", at)
+			}
+			action, err := step(ctx, tx, &next)
 			if err != nil {
 				return err
 			}

@@ -61,28 +61,16 @@ func (e *Executor) CancelRide(ctx context.Context, req *CancelRideRequest) (*Out
 			return models.RideGetByIDForUser(ctx, db, req.RideID, key.UserID)
 		},
 
-		// Atomic phase 1: after the key's upsert, the ride claimed.
-		beforeMutation: func(ctx context.Context, tx *phaseTx, r *run, at models.RecoveryPoint) (PhaseAction, error) {
-			switch at {
-			case models.RecoveryPointStarted:
-				return e.claimRide(ctx, tx, r, req.RideID) // the refund is next: commit
-			}
-			return NoOp{}, nil // refund_created: past the refund, atomic phase 2's
+		// The ride is claimed after the key's upsert; the refund follows, then its record.
+		beforeMutation: steps{
+			models.RecoveryPointStarted:       e.claimRide, // the refund is next: commit
+			models.RecoveryPointRefundCreated: passOn,      // past the refund: atomic phase 2's
 		},
-
-		// The foreign state mutation, with no transaction open.
 		mutation: refundMutation,
 		send:     e.sendRefund,
-
-		// Atomic phase 2: the local work after the refund.
-		afterMutation: func(ctx context.Context, tx *phaseTx, r *run, at models.RecoveryPoint) (PhaseAction, error) {
-			switch at {
-			case models.RecoveryPointStarted:
-				return e.recordRefund(ctx, tx, r) // -> refund_created, or finished (409, 500)
-			case models.RecoveryPointRefundCreated:
-				return e.stageRefundReceipt(ctx, tx, r) // -> finished (200)
-			}
-			return nil, fmt.Errorf("bug: a cancel's atomic phase 2 at recovery point %q", at)
+		afterMutation: steps{
+			models.RecoveryPointStarted:       e.recordRefund,       // -> refund_created, or finished (409, 500)
+			models.RecoveryPointRefundCreated: e.stageRefundReceipt, // -> finished (200)
 		},
 	})
 }
@@ -94,8 +82,8 @@ var ErrRideBookingInProgress = errors.New("the ride's booking has not finished")
 // claimRide is the cancel's first phase. It finds the rider's ride and claims it for this
 // request, so that no other cancel refunds it; or it finishes the request with the reason the
 // ride cannot be cancelled. A retry finds its own claim and goes on.
-func (e *Executor) claimRide(ctx context.Context, tx *phaseTx, r *run, rideID int64) (PhaseAction, error) {
-	ride, err := models.RideGetByIDForUser(ctx, tx, rideID, r.key.UserID)
+func (e *Executor) claimRide(ctx context.Context, tx *phaseTx, r *run) (PhaseAction, error) {
+	ride, err := r.req.findRide(ctx, tx, r.key)
 	if errors.Is(err, models.ErrNotFound) {
 		return Response{Status: statusNotFound, Body: problem.New(statusNotFound, problem.CodeNotFound,
 			"Not found", "No such ride.")}, nil

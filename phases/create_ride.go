@@ -31,9 +31,9 @@ type RideParams struct {
 // CreateRidePath is the request path stored on the key of every ride request.
 const CreateRidePath = "/rides"
 
-// CreateRide runs a ride request to its end, or as far as it can get (see runRequest). It is
-// the article's loop: two atomic phases around the one foreign state mutation, the Stripe
-// charge. Each atomic phase runs a switch over the recovery points it covers, from wherever the
+// CreateRide runs a ride request to its end, or as far as it can get (see runRequest): two
+// atomic phases around the one foreign state mutation, the Stripe charge. Each atomic phase
+// names the phase that leaves each recovery point it covers, and runs them from wherever the
 // key stands, in one SERIALIZABLE transaction that commits them with the point reached.
 func (e *Executor) CreateRide(ctx context.Context, req *CreateRideRequest) (*Outcome, error) {
 	if req.RaiseError && !e.config.SimulateErrors {
@@ -50,30 +50,19 @@ func (e *Executor) CreateRide(ctx context.Context, req *CreateRideRequest) (*Out
 			return models.RideGetByIdempotencyKeyID(ctx, db, key.UserID, key.ID)
 		},
 
-		// Atomic phase 1: after the key's upsert, the local work up to the charge.
-		beforeMutation: func(ctx context.Context, tx *phaseTx, r *run, at models.RecoveryPoint) (PhaseAction, error) {
-			switch at {
-			case models.RecoveryPointStarted:
-				return e.createRideRecord(tx, r, req.Params) // -> ride_created
-			case models.RecoveryPointRideCreated:
-				return e.prepareStripeCall(ctx, tx, r) // the charge is next: commit
-			}
-			return NoOp{}, nil // charge_created: past the charge, atomic phase 2's
+		// Atomic phase 1, after the key's upsert: the local work up to the charge.
+		beforeMutation: steps{
+			models.RecoveryPointStarted:       req.createRideRecord, // -> ride_created
+			models.RecoveryPointRideCreated:   e.prepareStripeCall,  // the charge is next: commit
+			models.RecoveryPointChargeCreated: passOn,               // past the charge: atomic phase 2's
 		},
 
-		// The foreign state mutation, with no transaction open.
+		// The foreign state mutation, then atomic phase 2: the local work after the charge.
 		mutation: chargeMutation,
 		send:     e.sendCharge,
-
-		// Atomic phase 2: the local work after the charge.
-		afterMutation: func(ctx context.Context, tx *phaseTx, r *run, at models.RecoveryPoint) (PhaseAction, error) {
-			switch at {
-			case models.RecoveryPointRideCreated:
-				return e.recordCharge(ctx, tx, r) // -> charge_created, or finished (402)
-			case models.RecoveryPointChargeCreated:
-				return e.stageReceipt(ctx, tx, r) // -> finished (201)
-			}
-			return nil, fmt.Errorf("bug: a ride's atomic phase 2 at recovery point %q", at)
+		afterMutation: steps{
+			models.RecoveryPointRideCreated:   e.recordCharge, // -> charge_created, or finished (402)
+			models.RecoveryPointChargeCreated: e.stageReceipt, // -> finished (201)
 		},
 	})
 }
@@ -81,8 +70,8 @@ func (e *Executor) CreateRide(ctx context.Context, req *CreateRideRequest) (*Out
 // createRideRecord is the phase from started to ride_created: it inserts the ride and its audit
 // record. Nothing outside the database happens here, so it shares the atomic phase of the key's
 // upsert and of the charge's preparation.
-func (e *Executor) createRideRecord(tx *phaseTx, r *run, params RideParams) (PhaseAction, error) {
-	keyID := r.key.ID
+func (req *CreateRideRequest) createRideRecord(_ context.Context, tx *phaseTx, r *run) (PhaseAction, error) {
+	keyID, params := r.key.ID, req.Params
 	r.ride = &models.Ride{
 		ID:               models.NewID(),
 		IdempotencyKeyID: &keyID,

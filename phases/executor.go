@@ -196,13 +196,13 @@ type request struct {
 	// findRide reads the request's ride: the ride a booking made, the ride a cancel names.
 	findRide func(ctx context.Context, db models.DBTX, key *models.IdempotencyKey) (*models.Ride, error)
 
-	// beforeMutation is atomic phase 1's step, run after the key's upsert. mutation is the
-	// foreign state mutation, which send sends with no transaction open. afterMutation is
-	// atomic phase 2's step.
-	beforeMutation step
+	// beforeMutation are atomic phase 1's phases, run after the key's upsert. mutation is the
+	// foreign state mutation, which send sends with no transaction open. afterMutation are
+	// atomic phase 2's phases.
+	beforeMutation steps
 	mutation       foreignMutation
 	send           func(ctx context.Context, r *run) *stripeAnswer
-	afterMutation  step
+	afterMutation  steps
 
 	// raiseError makes the request fail right before its foreign state mutation, to
 	// demonstrate recovery (CreateRideRequest.RaiseError).
