@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stripe/stripe-go/v76"
+
+	"github.com/rocketrides/rocketrides/internal/stripeclient"
+	"github.com/rocketrides/rocketrides/internal/testing/fakestripe"
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
 )
 
@@ -145,5 +150,39 @@ func requireBooked(b *testing.B, bundle *ridetest.Bundle, want int) {
 	}
 	if n := len(bundle.SucceededCharges()); n != want {
 		b.Fatalf("want Stripe to hold %d charges, got %d", want, n)
+	}
+}
+
+// BenchmarkDecodeCharge decodes the stand-in's answer to a charge the way stripe-go's
+// Charges.New does (into stripe.Charge) and the way sendCharge does (into stripeMade), to show
+// what the narrow decode saves the API on every booking.
+func BenchmarkDecodeCharge(b *testing.B) {
+	stand := fakestripe.NewTestServer(b, fakestripe.Options{})
+	sc := stripeclient.New(stripeclient.Config{APIKey: ridetest.StripeAPIKey, URL: stand.URL})
+	customer, err := sc.Customers.New(&stripe.CustomerParams{Email: stripe.String("rider@example.com"), Source: stripe.String("tok_visa")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	charge, err := sc.Charges.New(&stripe.ChargeParams{Amount: stripe.Int64(RideAmountCents), Currency: stripe.String(RideCurrency), Customer: stripe.String(customer.ID)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := charge.LastResponse.RawJSON
+	for _, into := range []struct {
+		name string
+		new  func() any
+	}{
+		{"StripeCharge", func() any { return &stripe.Charge{} }},
+		{"StripeMade", func() any { return &stripeMade{} }},
+	} {
+		b.Run(into.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if err := json.Unmarshal(body, into.new()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

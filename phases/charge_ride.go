@@ -45,9 +45,11 @@ var chargeMutation = foreignMutation{
 	unsure: "We could not confirm whether this ride was charged, and retrying cannot find out. Our team will review it; do not retry it with a new key.",
 }
 
-// sendCharge sends the charge and sorts Stripe's answer.
+// sendCharge sends the charge, as stripe-go's Charges.New does but decoding the answer once (see
+// stripeMade), and sorts Stripe's answer.
 func (e *Executor) sendCharge(ctx context.Context, r *run) *stripeAnswer {
-	charge, err := e.stripe.Charges.New(chargeParams(ctx, r.key, r.req.User))
+	charge := &stripeMade{}
+	err := e.stripe.Charges.B.Call(methodPost, "/v1/charges", e.stripe.Charges.Key, chargeParams(ctx, r.key, r.req.User), charge)
 	return sortChargeAnswer(r.ride.ID, charge, err)
 }
 
@@ -72,9 +74,9 @@ func chargeParams(ctx context.Context, key *models.IdempotencyKey, user *models.
 // sortChargeAnswer sorts what Stripe made of a charge: a charge, a refusal for good, or a charge
 // stuck for good, which the next atomic phase records; or a failure, a PaymentUnavailableError
 // when a retry may yet succeed.
-func sortChargeAnswer(rideID int64, charge *stripe.Charge, err error) *stripeAnswer {
+func sortChargeAnswer(rideID int64, charge *stripeMade, err error) *stripeAnswer {
 	if err == nil {
-		return &stripeAnswer{outcome: StripeCharged, charge: charge}
+		return &stripeAnswer{outcome: StripeCharged, made: charge}
 	}
 	if refusal := definitiveRefusal(err); refusal != nil {
 		// The ride stays, as the record of the attempt, but declined: a listing must not show
@@ -91,7 +93,7 @@ func (e *Executor) recordCharge(ctx context.Context, tx *phaseTx, r *run) (Phase
 	if action, err := e.recordFailedCall(ctx, tx, r); action != nil || err != nil {
 		return action, err
 	}
-	charge := r.answer.charge
+	charge := r.answer.made
 	models.RideSetStripeChargeID(&tx.Writes, r.ride.UserID, r.ride.ID, charge.ID)
 	r.ride.StripeChargeID = &charge.ID
 	// A refund or a dispute of the charge may have come before this record of it. Such events

@@ -22,9 +22,10 @@ var refundMutation = foreignMutation{
 	unsure: "We could not confirm whether this ride was refunded, and retrying cannot find out. Our team will review it.",
 }
 
-// sendRefund sends the refund and sorts Stripe's answer.
+// sendRefund sends the refund, as sendCharge does the charge, and sorts Stripe's answer.
 func (e *Executor) sendRefund(ctx context.Context, r *run) *stripeAnswer {
-	refund, err := e.stripe.Refunds.New(refundParams(ctx, r.key, r.ride))
+	refund := &stripeMade{}
+	err := e.stripe.Refunds.B.Call(methodPost, "/v1/refunds", e.stripe.Refunds.Key, refundParams(ctx, r.key, r.ride), refund)
 	return sortRefundAnswer(r.ride.ID, refund, err)
 }
 
@@ -49,9 +50,9 @@ const (
 )
 
 // sortRefundAnswer sorts what Stripe made of a refund, as sortChargeAnswer does a charge's.
-func sortRefundAnswer(rideID int64, refund *stripe.Refund, err error) *stripeAnswer {
+func sortRefundAnswer(rideID int64, refund *stripeMade, err error) *stripeAnswer {
 	if err == nil {
-		return &stripeAnswer{outcome: StripeRefunded, refund: refund}
+		return &stripeAnswer{outcome: StripeRefunded, made: refund}
 	}
 	var stripeErr *stripe.Error
 	if errors.As(err, &stripeErr) && stripeErr.Type == stripe.ErrorTypeInvalidRequest {
@@ -95,7 +96,7 @@ func (e *Executor) recordRefund(ctx context.Context, tx *phaseTx, r *run) (Phase
 	if action, err := e.recordFailedCall(ctx, tx, r); action != nil || err != nil {
 		return action, err
 	}
-	refund := r.answer.refund
+	refund := r.answer.made
 	models.RideRecordRefund(&tx.Writes, r.ride.UserID, r.ride.ID, refund.ID, refund.Amount)
 	r.ride.StripeRefundID = &refund.ID
 	r.ride.StripeRefundAmount = &refund.Amount
