@@ -60,6 +60,7 @@ func New(cfg Config) *client.API {
 	if cfg.Metrics != nil {
 		transport = cfg.Metrics.Transport(transport)
 	}
+	transport = knownLength{next: transport}
 	backendConfig := &stripe.BackendConfig{
 		HTTPClient:        &http.Client{Timeout: cmp.Or(cfg.Timeout, TimeoutDefault), Transport: transport},
 		MaxNetworkRetries: stripe.Int64(0),

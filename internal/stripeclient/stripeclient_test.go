@@ -1,9 +1,12 @@
 package stripeclient_test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,6 +81,36 @@ func TestConnectionsAreKept(t *testing.T) {
 	}
 }
 
+// TestRequestsAreSentWithTheirLength: stripe-go sets a request's body only after making the
+// request, which left net/http to send it chunked, headers and body in two writes. The stand-in
+// sees each request, a charge among them, with a Content-Length that is its body's length.
+func TestRequestsAreSentWithTheirLength(t *testing.T) {
+	t.Parallel()
+	s := startStandIn(t)
+	sc := stripeclient.New(stripeclient.Config{APIKey: "sk_test_length", URL: s.url})
+	customer, err := sc.Customers.New(&stripe.CustomerParams{Source: stripe.String("tok_visa")})
+	if err != nil {
+		t.Fatalf("error creating a customer: %v", err)
+	}
+	if err := charge(sc, customer.ID, "length-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Customers.Get(customer.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	seen := s.requestsSeen()
+	if len(seen) != 3 || seen[1].path != "POST /v1/charges" || seen[1].bodyBytes == 0 {
+		t.Fatalf("want a customer, a charge with a body and a read, got %+v", seen)
+	}
+	for _, r := range seen {
+		if r.chunked || r.contentLength != int64(r.bodyBytes) {
+			t.Errorf("%s: want Content-Length %d and no chunked encoding, got Content-Length %d, chunked %t",
+				r.path, r.bodyBytes, r.contentLength, r.chunked)
+		}
+	}
+}
+
 // charge charges customerID once under idempotencyKey.
 func charge(sc *client.API, customerID, idempotencyKey string) error {
 	params := &stripe.ChargeParams{
@@ -96,12 +129,35 @@ type standIn struct {
 	url string
 
 	held atomic.Pointer[barrier] // the charges being held, nil for none
+
+	mu   sync.Mutex
+	seen []requestSeen
+}
+
+// requestSeen is how a request reached the stand-in: the length it was announced with
+// (-1: unknown), whether it was chunked, and the length of its body.
+type requestSeen struct {
+	path          string
+	contentLength int64
+	chunked       bool
+	bodyBytes     int
 }
 
 func startStandIn(t *testing.T) *standIn {
 	t.Helper()
 	s := &standIn{Server: fakestripe.New(fakestripe.Options{})}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		s.mu.Lock()
+		s.seen = append(s.seen, requestSeen{path: r.Method + " " + r.URL.Path, contentLength: r.ContentLength,
+			chunked: slices.Contains(r.TransferEncoding, "chunked"), bodyBytes: len(body)})
+		s.mu.Unlock()
+
 		if b := s.held.Load(); b != nil && r.URL.Path == "/v1/charges" {
 			b.wait()
 		}
@@ -113,6 +169,12 @@ func startStandIn(t *testing.T) *standIn {
 	})
 	s.url = hs.URL
 	return s
+}
+
+func (s *standIn) requestsSeen() []requestSeen {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.seen)
 }
 
 // hold holds each charge from now on until n charges are held, then lets them all go on.
