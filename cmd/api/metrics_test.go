@@ -60,6 +60,7 @@ func TestMetrics(t *testing.T) {
 		`rocketrides_phase_duration_seconds_count{phase="ride_created"}`:             1,
 		`rocketrides_stripe_requests_total{result="succeeded"}`:                      1,
 		`rocketrides_stripe_request_duration_seconds_count`:                          1,
+		`rocketrides_stripe_connections_opened_total`:                                1,
 		`rocketrides_db_pool_max_conns`:                                              16,
 		`rocketrides_serialization_retries_total{phase="started"}`:                   0,  // one rider's sequential requests conflict with nothing; at 0 from the start
 		`rocketrides_http_requests_total{code="200",route="/readyz"}`:                -1, // at least one, from the start

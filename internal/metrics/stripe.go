@@ -25,6 +25,11 @@ var stripeResults = []string{StripeSucceeded, StripeDeclined, StripeRateLimited,
 type Stripe struct {
 	Requests        *prometheus.CounterVec
 	RequestDuration prometheus.Histogram
+
+	// ConnectionsOpened counts the connections to Stripe the client's transport dialled. Each is
+	// a TCP and TLS handshake on a rider's time, so it should stay near the number of calls in
+	// flight at once, not grow with the calls made.
+	ConnectionsOpened prometheus.Counter
 }
 
 // NewStripe returns the Stripe series, registered with reg (nil: unregistered).
@@ -37,8 +42,12 @@ func NewStripe(reg prometheus.Registerer) *Stripe {
 			Help:    "Time until Stripe answered a call, or until the call failed.",
 			Buckets: latencyBuckets,
 		}),
+		ConnectionsOpened: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "stripe_connections_opened_total",
+			Help: "Connections to the Stripe API opened (dialled) by the client.",
+		}),
 	}
-	register(reg, m.Requests, m.RequestDuration)
+	register(reg, m.Requests, m.RequestDuration, m.ConnectionsOpened)
 	return m
 }
 

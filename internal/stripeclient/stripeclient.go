@@ -9,6 +9,8 @@ import (
 
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/client"
+
+	"github.com/rocketrides/rocketrides/internal/metrics"
 )
 
 // Config says which Stripe to talk to and how patiently.
@@ -24,9 +26,18 @@ type Config struct {
 	// request; cmd/internal/bootstrap's checkRules checks that.
 	Timeout time.Duration
 
-	// Transport, if set, replaces http.DefaultTransport. Note that Go's transport itself
-	// re-sends a request carrying an Idempotency-Key when a reused keep-alive connection closes
-	// before any answer; that is safe exactly because the key makes Stripe replay.
+	// MaxIdleConnsPerHost is how many connections to Stripe are kept open between calls, at
+	// least the calls that may be in flight at once. Default MaxIdleConnsPerHostDefault.
+	MaxIdleConnsPerHost int
+
+	// Metrics, if set, records every call and every new connection in the
+	// rocketrides_stripe_* series.
+	Metrics *metrics.Stripe
+
+	// Transport, if set, replaces the client's own transport, which keeps MaxIdleConnsPerHost
+	// connections and counts the new ones in Metrics. Note that Go's transport re-sends a
+	// request carrying an Idempotency-Key when a reused keep-alive connection closes before any
+	// answer; that is safe exactly because the key makes Stripe replay.
 	Transport http.RoundTripper
 }
 
@@ -38,8 +49,20 @@ const TimeoutDefault = 20 * time.Second
 // inside one call, invisibly and past our timeout budget; we retry instead, at the level of the
 // request, where the recovery point and the lock are.
 func New(cfg Config) *client.API {
+	transport := cfg.Transport
+	if transport == nil {
+		var dialled func()
+		if cfg.Metrics != nil {
+			dialled = cfg.Metrics.ConnectionsOpened.Inc
+		}
+		transport = newTransport(cmp.Or(cfg.MaxIdleConnsPerHost, MaxIdleConnsPerHostDefault), dialled)
+	}
+	if cfg.Metrics != nil {
+		transport = cfg.Metrics.Transport(transport)
+	}
+	transport = knownLength{next: transport}
 	backendConfig := &stripe.BackendConfig{
-		HTTPClient:        &http.Client{Timeout: cmp.Or(cfg.Timeout, TimeoutDefault), Transport: cfg.Transport},
+		HTTPClient:        &http.Client{Timeout: cmp.Or(cfg.Timeout, TimeoutDefault), Transport: transport},
 		MaxNetworkRetries: stripe.Int64(0),
 		// The caller logs failures at its boundary; stripe-go's own logging would duplicate them.
 		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},

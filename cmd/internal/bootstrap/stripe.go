@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stripe/stripe-go/v76/client"
 
+	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/cmd/internal/faults"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/stripeclient"
@@ -21,10 +23,12 @@ func NewStripe(cfg *Config, reg prometheus.Registerer) (*client.API, error) {
 		return nil, errors.New("STRIPE_API_KEY is not set")
 	}
 	return stripeclient.New(stripeclient.Config{
-		APIKey:    cfg.StripeAPIKey,
-		URL:       cfg.StripeAPIURL,
-		Timeout:   cfg.StripeTimeout,
-		Transport: metrics.NewStripe(reg).Transport(nil),
+		APIKey:  cfg.StripeAPIKey,
+		URL:     cfg.StripeAPIURL,
+		Timeout: cfg.StripeTimeout,
+		// Every request the API works on may be charging at once.
+		MaxIdleConnsPerHost: cmp.Or(cfg.RateLimits.MaxRequestsInFlight, api.MaxRequestsInFlightDefault),
+		Metrics:             metrics.NewStripe(reg),
 	}), nil
 }
 
