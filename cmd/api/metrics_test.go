@@ -66,6 +66,7 @@ func TestMetrics(t *testing.T) {
 		`rocketrides_http_requests_total{code="200",route="/readyz"}`:                -1, // at least one, from the start
 		`process_start_time_seconds`:                                                 -1, // the process collector (its CPU counter may read 0 ticks)
 		`go_goroutines`:                                                              -1,
+		`go_gc_gogc_percent`:                                                         400, // gcPercentDefault, as GOGC is unset
 		`rocketrides_db_pool_acquires_total`:                                         -1,
 		`rocketrides_ride_requests_total{outcome="payment_processor_unavailable"}`:   0,
 		`rocketrides_stripe_requests_total{result="unreachable"}`:                    0,
