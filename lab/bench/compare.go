@@ -74,6 +74,10 @@ type measurement struct {
 	replaced           int64
 	replacementStartup time.Duration
 
+	// With -compare: what each process used in the run, from just before the load to the end
+	// of the run's sessions (the API's own until the end of the load), and the API's allocations.
+	cpu *cpuUse
+
 	// API only.
 	api *result
 	// connections is how many connections the API held on its database after the load.
@@ -86,7 +90,7 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	say := func(format string, args ...any) { fmt.Fprintf(progress, "bench: "+format+"\n", args...) }
 
 	say("building cmd/api")
-	workDir, removeWorkDir, err := buildInWorkDir(ctx, "api", "admin")
+	workDir, removeWorkDir, err := buildInWorkDir(ctx, "api", "admin", "fakestripe")
 	if err != nil {
 		return nil, err
 	}
@@ -108,11 +112,15 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	}
 	defer func() { err = errors.Join(err, cluster.stop(ctx)) }()
 
-	standIn, err := startStandIn(0)
+	// The stand-in runs as a process of its own, whose CPU time is told from the bench's.
+	standIn, err := startStandInProcess(ctx, workDir)
 	if err != nil {
 		return nil, err
 	}
-	defer standIn.stop()
+	defer func() { err = errors.Join(err, standIn.stop()) }()
+	if cluster.cpu, err = newCPUMeter(cluster.dataDir, standIn.pid()); err != nil {
+		return nil, err
+	}
 
 	say("preparing the databases (-rides %d, -riders %d)", opts.rides, opts.riders)
 	tokens, err := cluster.prepare(ctx, opts, standIn, true, workDir)

@@ -59,6 +59,8 @@ func (r *report) print(w io.Writer) {
 		}
 	}
 
+	r.printCPU(w)
+
 	fmt.Fprintf(w, "\nRuns\n")
 	for _, m := range r.runs {
 		fmt.Fprintf(w, "  %-16s %3d %-8s %s\n", m.target, m.clients, plural(m.clients, "client"), r.details(m))
@@ -100,6 +102,29 @@ func (r *report) print(w io.Writer) {
 	}
 }
 
+// printCPU prints the CPU time each process spent a ride in each run, from /proc, and the API's
+// allocations a ride, from its Go runtime. For pgbench, the load generator is pgbench and the
+// stand-in idles; for the API, the load generator is the bench.
+func (r *report) printCPU(w io.Writer) {
+	fmt.Fprintf(w, "\nCPU per ride, µs of user + system time; the API's allocations per ride\n")
+	fmt.Fprintf(w, "%-16s %7s %9s %9s %9s %9s %9s %9s %9s\n", "", "clients", "API", "Postgres", "load gen", "stand-in", "all", "alloc KB", "allocs")
+	for _, clients := range r.clientCounts() {
+		for _, target := range targets {
+			m := r.find(target, clients)
+			if m.cpu == nil {
+				continue
+			}
+			api, kb, allocs := "-", "-", "-"
+			if m.api != nil {
+				api, kb, allocs = microsPerRide(m.cpu.api, m.rides), kbPerRide(m.cpu.allocBytes, m.rides), countPerRide(m.cpu.allocs, m.rides)
+			}
+			fmt.Fprintf(w, "%-16s %7d %9s %9s %9s %9s %9s %9s %9s\n", target, clients, api,
+				microsPerRide(m.cpu.postgres, m.rides), microsPerRide(m.cpu.loadGenerator, m.rides),
+				microsPerRide(m.cpu.standIn, m.rides), microsPerRide(m.cpu.total(), m.rides), kb, allocs)
+		}
+	}
+}
+
 // printSetting prints what the figures were measured on.
 func (r *report) printSetting(w io.Writer) {
 	settings := map[string]string{}
@@ -135,7 +160,8 @@ func (r *report) printSetting(w io.Writer) {
 	if r.opts.apiPoolConns > 0 {
 		pool = fmt.Sprintf("pool_max_conns=%d", r.opts.apiPoolConns)
 	}
-	row("API", "cmd/api with LOG_LEVEL=warn and %s; Stripe stand-in in process at no latency; retrying client, a rider per client", pool)
+	row("API", "cmd/api with LOG_LEVEL=warn and %s; the Stripe stand-in (cmd/fakestripe) at no latency; retrying client, a rider per client", pool)
+	row("CPU", "from /proc, from just before the load to the end of the run's sessions; Postgres is its postmaster and every process it forked, exited ones included")
 	row("runs", "1 client for %s, %d %s for %s; a CHECKPOINT before each", r.opts.soloDuration, r.opts.clients, plural(r.opts.clients, "client"), r.opts.duration)
 }
 
@@ -178,6 +204,30 @@ func perRide(n, rides int64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2f", float64(n)/float64(rides))
+}
+
+// microsPerRide is d a ride, in whole microseconds.
+func microsPerRide(d time.Duration, rides int64) string {
+	if rides == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f", float64(d)/float64(time.Microsecond)/float64(rides))
+}
+
+// kbPerRide is bytes a ride, in kilobytes of 1,024 bytes.
+func kbPerRide(bytes float64, rides int64) string {
+	if rides == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f", bytes/1024/float64(rides))
+}
+
+// countPerRide is n a ride, whole.
+func countPerRide(n float64, rides int64) string {
+	if rides == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f", n/float64(rides))
 }
 
 func ratio(a, b float64) string {
