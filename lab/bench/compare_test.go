@@ -137,8 +137,15 @@ func TestCompare(t *testing.T) {
 			}
 			got, _ := strconv.ParseFloat(m[1], 64)
 			rides, _ := strconv.Atoi(r[1])
+			// The API's NOTIFY is sent after the commit by a goroutine of its own, and one still
+			// waiting to be sent covers the next ride's too: on a loaded machine the next ride can
+			// commit first even at one client (3.98 a ride seen), so it may fall short of one a ride.
+			least := want
+			if target == targetAPI {
+				least = want - 1
+			}
 			// The printed figure is rounded to 0.01, which costs up to 0.005 a ride.
-			if extra := (got - want) * float64(rides); got < want || extra > overheadMax+0.005*float64(rides) {
+			if extra := (got - want) * float64(rides); got < least || extra > overheadMax+0.005*float64(rides) {
 				t.Errorf("%s at 1 client: want %.0f commits per ride and at most %d more in the run, got %s a ride in %d rides",
 					target, want, overheadMax, m[1], rides)
 			}
