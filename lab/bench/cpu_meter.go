@@ -33,6 +33,18 @@ type cpuUse struct {
 	api, postgres, loadGenerator, standIn time.Duration
 	// Of the API, from its Go runtime's metrics; 0 for pgbench.
 	allocBytes, allocs float64
+	// The CPUs each process was seen to be allowed on, as the kernel lists them ("0-1"); the
+	// API's is empty for pgbench.
+	cpusAPI, cpusPostgres, cpusLoadGenerator, cpusStandIn string
+}
+
+// where says which CPUs the processes of the run were allowed on.
+func (u *cpuUse) where() string {
+	api := ""
+	if u.cpusAPI != "" {
+		api = "API " + u.cpusAPI + ", "
+	}
+	return fmt.Sprintf("CPUs: %sPostgres %s, load generator %s, stand-in %s", api, u.cpusPostgres, u.cpusLoadGenerator, u.cpusStandIn)
 }
 
 // total is the CPU time all the processes used.
@@ -88,11 +100,17 @@ func (c *cpuMeter) since(before cpuReading) (*cpuUse, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cpuUse{
+	use := &cpuUse{
 		postgres:      now.postgres - before.postgres,
 		standIn:       now.standIn - before.standIn,
 		loadGenerator: now.bench - before.bench,
-	}, nil
+	}
+	for pid, cpus := range map[int]*string{c.postmaster: &use.cpusPostgres, c.standIn: &use.cpusStandIn, os.Getpid(): &use.cpusLoadGenerator} {
+		if *cpus, err = readCPUs(c.procDir, pid); err != nil {
+			return nil, err
+		}
+	}
+	return use, nil
 }
 
 // apiMeter meters a run of the API: the other processes as cpuMeter does, from before the load
@@ -106,6 +124,7 @@ type apiMeter struct {
 	before                    cpuReading
 	apiBefore, apiAfter       time.Duration
 	allocsBefore, allocsAfter goAllocs
+	cpus                      string // the API's
 }
 
 // beginAPI reads the processes' CPU time and allocations before the load of the API whose
@@ -129,6 +148,9 @@ func (a *apiMeter) endLoad(ctx context.Context) (err error) {
 	if a.apiAfter, err = treeCPU(a.meter.procDir, a.pid); err != nil {
 		return fmt.Errorf("the API: %w", err)
 	}
+	if a.cpus, err = readCPUs(a.meter.procDir, a.pid); err != nil {
+		return err
+	}
 	a.allocsAfter, err = readGoAllocs(ctx, a.metricsURL)
 	return err
 }
@@ -139,7 +161,7 @@ func (a *apiMeter) end() (*cpuUse, error) {
 	if err != nil {
 		return nil, err
 	}
-	use.api = a.apiAfter - a.apiBefore
+	use.api, use.cpusAPI = a.apiAfter-a.apiBefore, a.cpus
 	use.allocBytes = a.allocsAfter.bytes - a.allocsBefore.bytes
 	use.allocs = a.allocsAfter.objects - a.allocsBefore.objects
 	return use, nil

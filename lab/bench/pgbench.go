@@ -121,7 +121,7 @@ func (c *benchCluster) runPgbench(ctx context.Context, script, dbname string, ma
 			return nil, err
 		}
 		// The load generator is pgbench; the bench only waited for it.
-		m.cpu.loadGenerator = 0
+		m.cpu.loadGenerator, m.cpu.cpusLoadGenerator = 0, run.procs[0].cpus
 		for _, p := range run.procs {
 			m.cpu.loadGenerator += p.cpu
 		}
@@ -155,6 +155,7 @@ type pgbenchProc struct {
 	err        error
 	startedAt  time.Time
 	cpu        time.Duration // user + system, once it has exited
+	cpus       string        // the CPUs it was allowed on, as the kernel lists them
 }
 
 // start starts a pgbench of clients clients, the first being bench rider firstRider, for
@@ -184,6 +185,10 @@ func (r *pgbenchRun) runProc(ctx context.Context, p *pgbenchProc, clients int, d
 	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("error starting pgbench: %w", err)
+	}
+	p.cpus, err = readCPUs("/proc", cmd.Process.Pid)
+	if err != nil {
+		p.cpus = "unknown" // it exited already: the run's outcome says why
 	}
 	scanner := bufio.NewScanner(stderr)
 	scanner.Buffer(nil, 1<<20)
