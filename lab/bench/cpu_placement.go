@@ -186,7 +186,7 @@ func readCPUs(procDir string, pid int) (string, error) {
 // cpusOf lists the CPUs in set, in increasing order.
 func cpusOf(set *unix.CPUSet) []int {
 	var cpus []int
-	for cpu := range len(set) * 64 {
+	for cpu := 0; len(cpus) < set.Count(); cpu++ {
 		if set.IsSet(cpu) {
 			cpus = append(cpus, cpu)
 		}
