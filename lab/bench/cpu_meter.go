@@ -177,7 +177,7 @@ const (
 )
 
 // readGoAllocs reads a process's allocations from its Prometheus metrics at metricsURL. The
-// scrape's own allocations, a few hundred kilobytes, land in the next reading.
+// scrape's own allocations land in the next reading.
 func readGoAllocs(ctx context.Context, metricsURL string) (goAllocs, error) {
 	ctx, cancel := context.WithTimeout(ctx, metricsTimeout)
 	defer cancel()
