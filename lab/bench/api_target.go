@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rocketrides/rocketrides/client"
+	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
 // apiTarget is the API as a target of the comparison: cmd/api, built once and started afresh
@@ -41,14 +42,24 @@ func (a *apiTarget) run(ctx context.Context, clients int, duration time.Duration
 	if a.opts.apiPoolConns > 0 {
 		databaseURL += "&pool_max_conns=" + strconv.Itoa(a.opts.apiPoolConns)
 	}
-	proc, err := startAPI(ctx, a.binary, a.logPath, []string{
+	env := []string{
 		"DATABASE_URL=" + databaseURL,
 		"STRIPE_API_KEY=" + standInKey,
 		"API_TOKEN_SECRET=" + tokenSecret,
 		"STRIPE_API_URL=" + a.standIn.url,
 		"LOG_LEVEL=warn",  // one log line per request would be part of what is measured
 		"RATE_LIMITS=off", // a load test: the riders book far faster than riders do
-	})
+	}
+	var metricsURL string
+	if a.db.cpu != nil {
+		port, err := supervisor.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		env, metricsURL = append(env, "METRICS_ADDR="+addr), "http://"+addr+"/metrics"
+	}
+	proc, err := startAPI(ctx, a.binary, a.logPath, env)
 	if err != nil {
 		return nil, err
 	}
@@ -58,12 +69,23 @@ func (a *apiTarget) run(ctx context.Context, clients int, duration time.Duration
 	if err != nil {
 		return nil, err
 	}
+	var meter *apiMeter
+	if a.db.cpu != nil {
+		if meter, err = a.db.cpu.beginAPI(ctx, proc.cmd.Process.Pid, metricsURL); err != nil {
+			return nil, err
+		}
+	}
 	httpClient, counter := newHTTPClient(clients)
 	riders := make([]*client.Client, clients)
 	for i := range riders {
 		riders[i] = &client.Client{BaseURL: proc.url, Token: a.tokens[i], HTTPClient: httpClient, MaxElapsed: a.opts.giveUpAfter}
 	}
 	res := load(ctx, riders, counter, duration, 0, 0)
+	if meter != nil {
+		if err := meter.endLoad(ctx); err != nil {
+			return nil, err
+		}
+	}
 	m = &measurement{
 		api:            res,
 		rides:          int64(res.booked),
@@ -82,6 +104,11 @@ func (a *apiTarget) run(ctx context.Context, clients int, duration time.Duration
 	}
 	if err := a.db.endRun(ctx, dbAPI, before, m); err != nil {
 		return nil, err
+	}
+	if meter != nil {
+		if m.cpu, err = meter.end(); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }

@@ -40,6 +40,9 @@ type benchCluster struct {
 	stopped func(ctx context.Context) error // stops the server and removes its data
 	admin   *pgx.Conn
 
+	// cpu, with -compare, reads the processes' CPU time around each run; nil elsewhere.
+	cpu *cpuMeter
+
 	// statStatements is whether pg_stat_statements is loaded.
 	statStatements bool
 

@@ -95,6 +95,9 @@ func TestBench(t *testing.T) {
 			{"-receipts", "-idle", "-1s"},
 			{"-token", "rr_x", "-bookings", "3"},
 			{"-compare", "-stripe-latency", "1s"},
+			{"-compare", "-pin=sideways"},
+			{"-token", "rr_x", "-pin"},
+			{"-receipts", "-pin=both"},
 		} {
 			if code, _, stderr := runBench(args...); code != exitUsage || stderr == "" {
 				t.Fatalf("%v: want usage error, got %d", args, code)

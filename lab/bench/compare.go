@@ -50,6 +50,8 @@ type measurement struct {
 	target  string
 	clients int
 	side    string // with -compare-ha and -compare-citus: the side it ran on
+	// With -compare: where its processes ran (-pin).
+	placement placement
 
 	rides          int64
 	elapsed        time.Duration
@@ -74,6 +76,10 @@ type measurement struct {
 	replaced           int64
 	replacementStartup time.Duration
 
+	// With -compare: what each process used in the run, from just before the load to the end
+	// of the run's sessions (the API's own until the end of the load), and the API's allocations.
+	cpu *cpuUse
+
 	// API only.
 	api *result
 	// connections is how many connections the API held on its database after the load.
@@ -85,8 +91,15 @@ type measurement struct {
 func compare(ctx context.Context, opts *options, progress io.Writer) (rep *report, err error) {
 	say := func(format string, args ...any) { fmt.Fprintf(progress, "bench: "+format+"\n", args...) }
 
+	var split *cpuSplit
+	if opts.pin != pinOff {
+		if split, err = newCPUSplit(); err != nil {
+			return nil, err
+		}
+	}
+
 	say("building cmd/api")
-	workDir, removeWorkDir, err := buildInWorkDir(ctx, "api", "admin")
+	workDir, removeWorkDir, err := buildInWorkDir(ctx, "api", "admin", "fakestripe")
 	if err != nil {
 		return nil, err
 	}
@@ -108,11 +121,21 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	}
 	defer func() { err = errors.Join(err, cluster.stop(ctx)) }()
 
-	standIn, err := startStandIn(0)
+	// The stand-in runs as a process of its own, whose CPU time is told from the bench's.
+	standIn, err := startStandInProcess(ctx, workDir)
 	if err != nil {
 		return nil, err
 	}
-	defer standIn.stop()
+	defer func() { err = errors.Join(err, standIn.stop()) }()
+	if cluster.cpu, err = newCPUMeter(cluster.dataDir, standIn.pid()); err != nil {
+		return nil, err
+	}
+	if split != nil {
+		// Everything goes back on every CPU, this process above all, which in tests runs others.
+		defer func() {
+			err = errors.Join(err, split.place(placementShared, cluster.cpu.postmaster, standIn.pid()))
+		}()
+	}
 
 	say("preparing the databases (-rides %d, -riders %d)", opts.rides, opts.riders)
 	tokens, err := cluster.prepare(ctx, opts, standIn, true, workDir)
@@ -132,14 +155,34 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	}
 	api := newAPITarget(workDir, cluster, standIn, tokens, opts)
 
+	rep.placements, rep.where = opts.pin.placements(), map[placement]string{}
+	for _, p := range rep.placements {
+		if split != nil {
+			rep.where[p] = split.describe(p)
+			say("placing %s", rep.where[p])
+			if err := split.place(p, cluster.cpu.postmaster, standIn.pid()); err != nil {
+				return nil, err
+			}
+		}
+		if err := runTargets(ctx, rep, p, cluster, api, scripts, workDir, say); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+// runTargets runs every target at each number of clients, in placement p.
+func runTargets(ctx context.Context, rep *report, p placement, cluster *benchCluster, api *apiTarget, scripts map[string]string,
+	workDir string, say func(string, ...any)) error {
 	for _, clients := range rep.clientCounts() {
-		duration := opts.duration
+		duration := rep.opts.duration
 		if clients == 1 {
-			duration = opts.soloDuration
+			duration = rep.opts.soloDuration
 		}
 		for _, target := range targets {
 			say("running %s at %d %s for %s", target, clients, plural(clients, "client"), duration)
 			var m *measurement
+			var err error
 			switch target {
 			case targetArticle, targetTwoTx:
 				m, err = cluster.runPgbench(ctx, scripts[target], databaseOf[target], maxTriesOf[target], clients, duration, workDir)
@@ -147,11 +190,11 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 				m, err = api.run(ctx, clients, duration)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("error running %s at %d clients: %w", target, clients, err)
+				return fmt.Errorf("error running %s at %d clients (%s): %w", target, clients, p, err)
 			}
-			m.target, m.clients = target, clients
+			m.target, m.clients, m.placement = target, clients, p
 			rep.runs = append(rep.runs, m)
 		}
 	}
-	return rep, nil
+	return nil
 }

@@ -61,6 +61,59 @@ func TestCompare(t *testing.T) {
 		}
 	})
 
+	t.Run("CPUPerRide", func(t *testing.T) {
+		_, section, ok := strings.Cut(out, "\nCPU per ride")
+		section, _, _ = strings.Cut(section, "\nRuns\n")
+		if !ok {
+			t.Fatalf("no CPU per ride in:\n%s", out)
+		}
+		// Each process's time is whole ticks of 10 ms, which a short run on a loaded machine may
+		// not reach, so each process is required to have spent something over all its runs.
+		var postgres, loadGenerator, api, standIn float64
+		for _, target := range targets {
+			for _, clients := range []int{1, 2} {
+				m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + fmt.Sprintf(`\s+%d`, clients) + strings.Repeat(`\s+(\S+)`, 7) + `$`).
+					FindStringSubmatch(section)
+				if m == nil {
+					t.Fatalf("no CPU row for %s at %d clients in:\n%s", target, clients, section)
+				}
+				f := make([]float64, 8)
+				for i := 2; i <= 5; i++ {
+					var err error
+					if f[i], err = strconv.ParseFloat(m[i], 64); err != nil {
+						t.Fatalf("%s at %d clients: column %d is not a number: %s", target, clients, i, m[0])
+					}
+				}
+				postgres, loadGenerator = postgres+f[2], loadGenerator+f[3]
+				if target != targetAPI {
+					if m[1] != "-" || m[6] != "-" || m[7] != "-" {
+						t.Errorf("%s at %d clients: want no API figures, got %s", target, clients, m[0])
+					}
+					if total, _ := strconv.ParseFloat(m[5], 64); total-f[2]-f[3]-f[4] > 2 || f[2]+f[3]+f[4]-total > 2 {
+						t.Errorf("%s at %d clients: want all to be the sum of the processes (each rounded), got %s", target, clients, m[0])
+					}
+					continue
+				}
+				f[1], _ = strconv.ParseFloat(m[1], 64)
+				api, standIn = api+f[1], standIn+f[4]
+				if total := f[5]; total-f[1]-f[2]-f[3]-f[4] > 2 || f[1]+f[2]+f[3]+f[4]-total > 2 {
+					t.Errorf("API at %d clients: want all to be the sum of the processes (each rounded), got %s", clients, m[0])
+				}
+				// Allocations are counted exactly: every ride makes some.
+				kb, _ := strconv.ParseFloat(m[6], 64)
+				allocs, _ := strconv.ParseFloat(m[7], 64)
+				if kb <= 0 || allocs <= 0 {
+					t.Errorf("API at %d clients: want allocations per ride, got %s", clients, m[0])
+				}
+			}
+		}
+		for name, spent := range map[string]float64{"Postgres": postgres, "the load generators": loadGenerator, "the API": api, "the stand-in": standIn} {
+			if spent <= 0 {
+				t.Errorf("want %s to have spent CPU time in the runs, got:\n%s", name, section)
+			}
+		}
+	})
+
 	t.Run("CommitsPerRide", func(t *testing.T) {
 		// A ride is the authentication's SELECT and then the transactions of the design: 1 + 4
 		// for the article, 1 + 2 for twotx, and for the API 1 + 2 + the NOTIFY that wakes the
@@ -84,8 +137,15 @@ func TestCompare(t *testing.T) {
 			}
 			got, _ := strconv.ParseFloat(m[1], 64)
 			rides, _ := strconv.Atoi(r[1])
+			// The API's NOTIFY is sent after the commit by a goroutine of its own, and one still
+			// waiting to be sent covers the next ride's too: on a loaded machine the next ride can
+			// commit first even at one client (3.98 a ride seen), so it may fall short of one a ride.
+			least := want
+			if target == targetAPI {
+				least = want - 1
+			}
 			// The printed figure is rounded to 0.01, which costs up to 0.005 a ride.
-			if extra := (got - want) * float64(rides); got < want || extra > overheadMax+0.005*float64(rides) {
+			if extra := (got - want) * float64(rides); got < least || extra > overheadMax+0.005*float64(rides) {
 				t.Errorf("%s at 1 client: want %.0f commits per ride and at most %d more in the run, got %s a ride in %d rides",
 					target, want, overheadMax, m[1], rides)
 			}

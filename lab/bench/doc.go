@@ -12,9 +12,17 @@
 // With -compare it needs nothing running: it starts a durable Postgres cluster of its own, the
 // Stripe stand-in and the API, and compares the API's rides per second and latency with two
 // pgbench references on the same cluster in the same run, the article's four transactions per
-// ride and the same work in two, and prints one table and the ratios (see compare.go).
+// ride and the same work in two, and prints one table and the ratios (see compare.go). For each
+// run it also prints the CPU time a ride cost each process, from /proc: the API, Postgres (the
+// postmaster it started and every process forked from it, exited ones included), the load
+// generator (pgbench, or the bench itself for the API) and the Stripe stand-in, which runs as
+// cmd/fakestripe; and the API's allocations a ride, from its Go runtime's metrics (see
+// cpu_meter.go). With -pin, Postgres runs on half the CPUs (CPU 1 of 2) and everything else on
+// the others, as when the API has machines of its own and the database is the bound; -pin=both
+// runs the whole comparison shared and then pinned, and prints the ratios of each side by side
+// (see cpu_placement.go).
 //
-//	go run ./lab/bench -compare [-rides 300000 -riders 1000 -clients 32 -duration 30s -solo-duration 10s]
+//	go run ./lab/bench -compare [-rides 300000 -riders 1000 -clients 32 -duration 30s -solo-duration 10s] [-pin | -pin=both]
 //
 // With -compare-citus it needs nothing running but Citus installed for the Postgres it finds
 // (docs/scale-out.md): it runs the API and the twotx reference at -clients clients on a single

@@ -74,6 +74,7 @@ type options struct {
 
 	// Only with -compare.
 	soloDuration time.Duration
+	pin          pinMode
 	rides        int
 	riders       int
 
@@ -87,7 +88,7 @@ type options struct {
 // worth saying, not a setting to ignore.
 var modeFlags = map[string][]string{
 	modeLoad:         {"api", "token", "clients", "duration", "calls", "replay-share", "give-up-after"},
-	modeCompare:      {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log"},
+	modeCompare:      {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log", "pin"},
 	modeCompareHA:    {"compare-ha", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
 	modeCompareCitus: {"compare-citus", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
 	modeReceipts:     {"receipts", "bookings", "idle", "stripe-latency"},
@@ -154,6 +155,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags.IntVar(&opts.rides, "rides", 300_000, "with -compare: rides of history in each database before the runs (0: none)")
 	flags.IntVar(&opts.riders, "riders", 1000, "with -compare: riders those rides belong to")
 	flags.StringVar(&opts.serverLog, "server-log", "", "with -compare: write Postgres's own log to this file, serialization failures with their statements")
+	flags.Var(&opts.pin, "pin", "with -compare: run Postgres on half the CPUs and everything else on the others (-pin), or shared and then so (-pin=both)")
 	flags.IntVar(&opts.apiPoolConns, "api-pool", 0, "with -compare: the API's pool_max_conns (0: the API's default, PoolMaxConnsDefault in cmd/internal/bootstrap)")
 	flags.IntVar(&opts.bookings, "bookings", receiptBookingsDefault, "with -receipts: rides booked one after another, each receipt timed")
 	flags.DurationVar(&opts.stripeLatency, "stripe-latency", 0, "with -receipts: how long the Stripe stand-in takes to answer (0: at once, so that bookings come as fast as they can)")

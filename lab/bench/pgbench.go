@@ -88,6 +88,12 @@ func (c *benchCluster) runPgbench(ctx context.Context, script, dbname string, ma
 	if err != nil {
 		return nil, err
 	}
+	var cpuBefore cpuReading
+	if c.cpu != nil {
+		if cpuBefore, err = c.cpu.read(); err != nil {
+			return nil, err
+		}
+	}
 
 	run := &pgbenchRun{
 		binary:      filepath.Join(c.binDir, "pgbench"),
@@ -109,6 +115,16 @@ func (c *benchCluster) runPgbench(ctx context.Context, script, dbname string, ma
 	m.elapsed, m.maxTries = duration, maxTries
 	if err := c.endRun(ctx, dbname, before, m); err != nil {
 		return nil, err
+	}
+	if c.cpu != nil {
+		if m.cpu, err = c.cpu.since(cpuBefore); err != nil {
+			return nil, err
+		}
+		// The load generator is pgbench; the bench only waited for it.
+		m.cpu.loadGenerator, m.cpu.cpusLoadGenerator = 0, run.procs[0].cpus
+		for _, p := range run.procs {
+			m.cpu.loadGenerator += p.cpu
+		}
 	}
 	return m, nil
 }
@@ -138,6 +154,8 @@ type pgbenchProc struct {
 	aborts     int // of clients whose COMMIT Citus failed
 	err        error
 	startedAt  time.Time
+	cpu        time.Duration // user + system, once it has exited
+	cpus       string        // the CPUs it was allowed on, as the kernel lists them
 }
 
 // start starts a pgbench of clients clients, the first being bench rider firstRider, for
@@ -168,6 +186,10 @@ func (r *pgbenchRun) runProc(ctx context.Context, p *pgbenchProc, clients int, d
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("error starting pgbench: %w", err)
 	}
+	p.cpus, err = readCPUs("/proc", cmd.Process.Pid)
+	if err != nil {
+		p.cpus = "unknown" // it exited already: the run's outcome says why
+	}
 	scanner := bufio.NewScanner(stderr)
 	scanner.Buffer(nil, 1<<20)
 	for scanner.Scan() {
@@ -184,7 +206,11 @@ func (r *pgbenchRun) runProc(ctx context.Context, p *pgbenchProc, clients int, d
 		p.stderr = append(p.stderr, fmt.Sprintf("(error reading pgbench's output: %s)", err))
 		_, _ = io.Copy(io.Discard, stderr)
 	}
-	return cmd.Wait()
+	err = cmd.Wait()
+	if cmd.ProcessState != nil {
+		p.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	return err
 }
 
 // What pgbench prints at the end of a run. tps counts the rides that succeeded.

@@ -16,6 +16,9 @@ type report struct {
 	settings   []setting
 	history    []history
 	runs       []*measurement
+	// placements are where the runs ran, in order, and where says what each means.
+	placements []placement
+	where      map[placement]string
 }
 
 // clientCounts are the numbers of clients each target runs at.
@@ -26,9 +29,9 @@ func (r *report) clientCounts() []int {
 	return []int{1, r.opts.clients}
 }
 
-func (r *report) find(target string, clients int) *measurement {
+func (r *report) find(p placement, target string, clients int) *measurement {
 	for _, m := range r.runs {
-		if m.target == target && m.clients == clients {
+		if m.placement == p && m.target == target && m.clients == clients {
 			return m
 		}
 	}
@@ -46,44 +49,15 @@ func (r *report) failed() bool {
 }
 
 func (r *report) print(w io.Writer) {
-	n := r.opts.clients
 	r.printSetting(w)
-
-	fmt.Fprintf(w, "\n%-16s %7s %9s %10s %10s %10s %13s\n", "", "clients", "rides/s", "p50", "p99", "rollbacks", "commits/ride")
-	for _, clients := range r.clientCounts() {
-		for _, target := range targets {
-			m := r.find(target, clients)
-			fmt.Fprintf(w, "%-16s %7d %9.1f %10s %10s %10s %13s\n", target, clients, m.ridesPerSecond,
-				formatMs(m.p50), formatMs(m.p99), fmt.Sprintf("%.1f %%", percent(m.rollbacks, m.commits+m.rollbacks)),
-				perRide(m.commits, m.rides))
+	for _, p := range r.placements {
+		// A run that was asked to pin says so; the default, shared, prints as it always has.
+		if r.opts.pin != pinOff {
+			fmt.Fprintf(w, "\n%s: %s\n", strings.ToUpper(string(p[:1]))+string(p[1:]), r.where[p])
 		}
+		r.printRuns(w, p)
 	}
-
-	fmt.Fprintf(w, "\nRuns\n")
-	for _, m := range r.runs {
-		fmt.Fprintf(w, "  %-16s %3d %-8s %s\n", m.target, m.clients, plural(m.clients, "client"), r.details(m))
-	}
-
-	fmt.Fprintf(w, "\nRatios\n")
-	api1, apiN := r.find(targetAPI, 1), r.find(targetAPI, n)
-	var conflicts int64
-	for _, m := range r.runs {
-		if m.api != nil {
-			conflicts += m.api.conflicts
-		}
-	}
-	ratios := []struct{ label, value string }{
-		{fmt.Sprintf("API rides/s / article pgbench rides/s, %d %s", n, plural(n, "client")),
-			ratio(apiN.ridesPerSecond, r.find(targetArticle, n).ridesPerSecond)},
-		{fmt.Sprintf("API rides/s / twotx pgbench rides/s, %d %s", n, plural(n, "client")),
-			ratio(apiN.ridesPerSecond, r.find(targetTwoTx, n).ridesPerSecond)},
-		{"API p50 / twotx pgbench p50, 1 client", ratio(float64(api1.p50), float64(r.find(targetTwoTx, 1).p50))},
-		{fmt.Sprintf("API p99 / API p50, %d %s", n, plural(n, "client")), ratio(float64(apiN.p99), float64(apiN.p50))},
-		{"API 409 answers, all runs", fmt.Sprintf("%d", conflicts)},
-	}
-	for _, rt := range ratios {
-		fmt.Fprintf(w, "  %-52s %8s\n", rt.label, rt.value)
-	}
+	r.printRatios(w)
 
 	var failures []string
 	for _, m := range r.runs {
@@ -97,6 +71,101 @@ func (r *report) print(w io.Writer) {
 			break
 		}
 		fmt.Fprintf(w, "FAILURE %s\n", msg)
+	}
+}
+
+// printRuns prints the runs in placement p: the table, the CPU each process spent, and the
+// details of each run.
+func (r *report) printRuns(w io.Writer, p placement) {
+	fmt.Fprintf(w, "\n%-16s %7s %9s %10s %10s %10s %13s\n", "", "clients", "rides/s", "p50", "p99", "rollbacks", "commits/ride")
+	for _, clients := range r.clientCounts() {
+		for _, target := range targets {
+			m := r.find(p, target, clients)
+			fmt.Fprintf(w, "%-16s %7d %9.1f %10s %10s %10s %13s\n", target, clients, m.ridesPerSecond,
+				formatMs(m.p50), formatMs(m.p99), fmt.Sprintf("%.1f %%", percent(m.rollbacks, m.commits+m.rollbacks)),
+				perRide(m.commits, m.rides))
+		}
+	}
+
+	r.printCPU(w, p)
+
+	fmt.Fprintf(w, "\nRuns\n")
+	for _, m := range r.runs {
+		if m.placement == p {
+			fmt.Fprintf(w, "  %-16s %3d %-8s %s\n", m.target, m.clients, plural(m.clients, "client"), r.details(m))
+		}
+	}
+}
+
+// printRatios prints the ratios of the API to the references, a column for each placement when
+// there are two.
+func (r *report) printRatios(w io.Writer) {
+	n := r.opts.clients
+	fmt.Fprintf(w, "\nRatios\n")
+	if len(r.placements) > 1 {
+		fmt.Fprintf(w, "  %-52s", "")
+		for _, p := range r.placements {
+			fmt.Fprintf(w, " %8s", p)
+		}
+		fmt.Fprintln(w)
+	}
+	type ratioRow struct {
+		label string
+		value func(p placement) string
+	}
+	rows := []ratioRow{
+		{fmt.Sprintf("API rides/s / article pgbench rides/s, %d %s", n, plural(n, "client")), func(p placement) string {
+			return ratio(r.find(p, targetAPI, n).ridesPerSecond, r.find(p, targetArticle, n).ridesPerSecond)
+		}},
+		{fmt.Sprintf("API rides/s / twotx pgbench rides/s, %d %s", n, plural(n, "client")), func(p placement) string {
+			return ratio(r.find(p, targetAPI, n).ridesPerSecond, r.find(p, targetTwoTx, n).ridesPerSecond)
+		}},
+		{"API p50 / twotx pgbench p50, 1 client", func(p placement) string {
+			return ratio(float64(r.find(p, targetAPI, 1).p50), float64(r.find(p, targetTwoTx, 1).p50))
+		}},
+		{fmt.Sprintf("API p99 / API p50, %d %s", n, plural(n, "client")), func(p placement) string {
+			apiN := r.find(p, targetAPI, n)
+			return ratio(float64(apiN.p99), float64(apiN.p50))
+		}},
+		{"API 409 answers, all runs", func(p placement) string {
+			var conflicts int64
+			for _, m := range r.runs {
+				if m.api != nil && m.placement == p {
+					conflicts += m.api.conflicts
+				}
+			}
+			return fmt.Sprintf("%d", conflicts)
+		}},
+	}
+	for _, row := range rows {
+		fmt.Fprintf(w, "  %-52s", row.label)
+		for _, p := range r.placements {
+			fmt.Fprintf(w, " %8s", row.value(p))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// printCPU prints the CPU time each process spent a ride in each run, from /proc, and the API's
+// allocations a ride, from its Go runtime. For pgbench, the load generator is pgbench and the
+// stand-in idles; for the API, the load generator is the bench.
+func (r *report) printCPU(w io.Writer, p placement) {
+	fmt.Fprintf(w, "\nCPU per ride, µs of user + system time; the API's allocations per ride\n")
+	fmt.Fprintf(w, "%-16s %7s %9s %9s %9s %9s %9s %9s %9s\n", "", "clients", "API", "Postgres", "load gen", "stand-in", "all", "alloc KB", "allocs")
+	for _, clients := range r.clientCounts() {
+		for _, target := range targets {
+			m := r.find(p, target, clients)
+			if m.cpu == nil {
+				continue
+			}
+			api, kb, allocs := "-", "-", "-"
+			if m.api != nil {
+				api, kb, allocs = microsPerRide(m.cpu.api, m.rides), kbPerRide(m.cpu.allocBytes, m.rides), countPerRide(m.cpu.allocs, m.rides)
+			}
+			fmt.Fprintf(w, "%-16s %7d %9s %9s %9s %9s %9s %9s %9s\n", target, clients, api,
+				microsPerRide(m.cpu.postgres, m.rides), microsPerRide(m.cpu.loadGenerator, m.rides),
+				microsPerRide(m.cpu.standIn, m.rides), microsPerRide(m.cpu.total(), m.rides), kb, allocs)
+		}
 	}
 }
 
@@ -135,7 +204,8 @@ func (r *report) printSetting(w io.Writer) {
 	if r.opts.apiPoolConns > 0 {
 		pool = fmt.Sprintf("pool_max_conns=%d", r.opts.apiPoolConns)
 	}
-	row("API", "cmd/api with LOG_LEVEL=warn and %s; Stripe stand-in in process at no latency; retrying client, a rider per client", pool)
+	row("API", "cmd/api with LOG_LEVEL=warn and %s; the Stripe stand-in (cmd/fakestripe) at no latency; retrying client, a rider per client", pool)
+	row("CPU", "from /proc, from just before the load to the end of the run's sessions; Postgres is its postmaster and every process it forked, exited ones included")
 	row("runs", "1 client for %s, %d %s for %s; a CHECKPOINT before each", r.opts.soloDuration, r.opts.clients, plural(r.opts.clients, "client"), r.opts.duration)
 }
 
@@ -161,6 +231,9 @@ func (r *report) details(m *measurement) string {
 	if r.db.statStatements {
 		parts = append(parts, fmt.Sprintf("%s statements/ride, %d distinct", perRide(m.calls, m.rides), m.statements))
 	}
+	if m.cpu != nil {
+		parts = append(parts, m.cpu.where())
+	}
 	return strings.Join(parts, "; ")
 }
 
@@ -178,6 +251,30 @@ func perRide(n, rides int64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2f", float64(n)/float64(rides))
+}
+
+// microsPerRide is d a ride, in whole microseconds.
+func microsPerRide(d time.Duration, rides int64) string {
+	if rides == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f", float64(d)/float64(time.Microsecond)/float64(rides))
+}
+
+// kbPerRide is bytes a ride, in kilobytes of 1,024 bytes.
+func kbPerRide(bytes float64, rides int64) string {
+	if rides == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f", bytes/1024/float64(rides))
+}
+
+// countPerRide is n a ride, whole.
+func countPerRide(n float64, rides int64) string {
+	if rides == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f", n/float64(rides))
 }
 
 func ratio(a, b float64) string {
