@@ -61,6 +61,7 @@ func (bb *benchBundle) postRide(b *testing.B, key string) (status int, replayed 
 
 // BenchmarkPostRides books a ride with a new key per op.
 func BenchmarkPostRides(b *testing.B) {
+	b.ReportAllocs() // the stand-in and the client run in this process: their allocations count too
 	bb := benchSetup(b)
 
 	n := 0

@@ -60,6 +60,7 @@ func benchKey(n int64) string { return fmt.Sprintf("bench-key-%016d", n) }
 // BenchmarkCreateRide is one new key per op: the whole graph, four SERIALIZABLE transactions
 // and a Stripe charge.
 func BenchmarkCreateRide(b *testing.B) {
+	b.ReportAllocs() // the stand-in runs in this process: its allocations count too
 	bundle, executor := benchSetup(b)
 	ctx := context.Background()
 
