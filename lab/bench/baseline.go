@@ -51,9 +51,9 @@ func resolveBaseline(ctx context.Context, root, rev string) (*baseline, error) {
 
 // build builds cmd/api at the baseline's commit into binDir, with the same helper as today's
 // API, from a temporary detached worktree, so that it is the old code with its own go.mod. The
-// worktree, whose path say reports, is removed whatever happens. The directory
-// supervisor.Build keeps for that checkout is removed by the next build of a checkout it has not
-// seen, such as the next -baseline.
+// worktree, whose path say reports, is removed whatever happens, and so is the directory
+// supervisor.Build builds that checkout's commands in, which would otherwise stay until a build
+// of another checkout found the worktree gone.
 func (b *baseline) build(ctx context.Context, binDir string, say func(string, ...any)) (err error) {
 	dir, err := os.MkdirTemp("", "rrbaseline")
 	if err != nil {
@@ -68,6 +68,14 @@ func (b *baseline) build(ctx context.Context, binDir string, say func(string, ..
 		// Removed even when the run was interrupted, or git would keep listing it.
 		_, rmErr := git(context.WithoutCancel(ctx), b.root, "worktree", "remove", "--force", dir)
 		err = errors.Join(err, rmErr)
+	}()
+	defer func() {
+		// The binary is linked into binDir, which keeps it.
+		shared, sharedErr := supervisor.SharedBinDir(dir)
+		if sharedErr == nil {
+			sharedErr = os.RemoveAll(shared)
+		}
+		err = errors.Join(err, sharedErr)
 	}()
 	if err := supervisor.Build(ctx, dir, binDir, "api"); err != nil {
 		return fmt.Errorf("error building cmd/api at %s: %w", b.short, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -287,5 +288,19 @@ func requireWorktreeRemoved(t *testing.T, root, progress string) {
 	}
 	if list := gitOutput(t, root, "worktree", "list", "--porcelain"); strings.Contains(list, "worktree "+m[1]+"\n") {
 		t.Errorf("want git to have forgotten the worktree %s, got:\n%s", m[1], list)
+	}
+	// supervisor.Build notes the checkout it builds for in its directory's .root file.
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	notes, err := filepath.Glob(filepath.Join(cache, "rocketrides", "*", ".root"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, note := range notes {
+		if b, err := os.ReadFile(note); err == nil && string(b) == m[1] {
+			t.Errorf("want the directory the worktree's commands were built in removed, got %s", filepath.Dir(note))
+		}
 	}
 }
