@@ -120,8 +120,9 @@ func mustAtoi(t *testing.T, s string) int {
 	return n
 }
 
-// TestComparePinned runs the comparison shared and then pinned, at one client, and checks that
-// the report shows both and that each run's processes were seen on the CPUs it says. Not
+// TestComparePinned runs the comparison shared and then pinned, at one client, with HEAD as the
+// baseline, and checks that the report shows both and that each run's processes were seen on
+// the CPUs it says. Not
 // parallel: pinning moves this process's threads, which run the other tests.
 func TestComparePinned(t *testing.T) {
 	if testing.Short() {
