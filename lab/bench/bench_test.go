@@ -98,6 +98,9 @@ func TestBench(t *testing.T) {
 			{"-compare", "-pin=sideways"},
 			{"-token", "rr_x", "-pin"},
 			{"-receipts", "-pin=both"},
+			{"-compare", "-baseline", "no-such-revision"},
+			{"-compare", "-baseline", "-rides"},
+			{"-token", "rr_x", "-baseline", "HEAD"},
 		} {
 			if code, _, stderr := runBench(args...); code != exitUsage || stderr == "" {
 				t.Fatalf("%v: want usage error, got %d", args, code)

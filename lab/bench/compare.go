@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -19,7 +21,8 @@ import (
 //   - API: cmd/api itself, as a process, with the Stripe stand-in at zero latency, loaded by the
 //     retrying client, one rider per client.
 //
-// Each runs at 1 client and at -clients clients, on a database of its own filled alike.
+// Each runs at 1 client and at -clients clients, on a database of its own filled alike. With
+// -baseline, a fourth target is the API as built from an earlier revision (see baseline.go).
 
 // Names of the targets, as the table prints them.
 const (
@@ -28,7 +31,7 @@ const (
 	targetAPI     = "API"
 )
 
-// targets in the order they run and print.
+// targets in the order they run and print; the baseline, if any, runs and prints last.
 var targets = []string{targetArticle, targetTwoTx, targetAPI}
 
 // runCompare runs the comparison, printing its progress to stderr and its report to stdout.
@@ -104,6 +107,15 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, removeWorkDir()) }()
+	baselineDir := filepath.Join(workDir, "baseline")
+	if b := opts.baseline; b != nil {
+		if err := os.Mkdir(baselineDir, 0o755); err != nil {
+			return nil, fmt.Errorf("error creating a directory for the baseline: %w", err)
+		}
+		if err := b.build(ctx, baselineDir, say); err != nil {
+			return nil, err
+		}
+	}
 
 	say("starting a durable Postgres cluster")
 	var serverLog io.Writer
@@ -142,7 +154,7 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	if err != nil {
 		return nil, err
 	}
-	rep = &report{opts: opts, db: cluster, fileSystem: cluster.fileSystem()}
+	rep = &report{opts: opts, db: cluster, fileSystem: cluster.fileSystem(), targets: targets}
 	if rep.settings, err = cluster.settings(ctx); err != nil {
 		return nil, err
 	}
@@ -153,7 +165,12 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	if err != nil {
 		return nil, err
 	}
-	api := newAPITarget(workDir, cluster, standIn, tokens, opts)
+	apis := map[string]*apiTarget{targetAPI: newAPITarget(workDir, cluster, standIn, tokens, opts)}
+	if opts.baseline != nil {
+		// Right after the API, so that both see the machine as alike as a run can.
+		rep.targets = append(slices.Clone(targets), opts.baseline.target())
+		apis[opts.baseline.target()] = newAPITarget(baselineDir, cluster, standIn, tokens, opts)
+	}
 
 	rep.placements, rep.where = opts.pin.placements(), map[placement]string{}
 	for _, p := range rep.placements {
@@ -164,30 +181,30 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 				return nil, err
 			}
 		}
-		if err := runTargets(ctx, rep, p, cluster, api, scripts, workDir, say); err != nil {
+		if err := runTargets(ctx, rep, p, cluster, apis, scripts, workDir, say); err != nil {
 			return nil, err
 		}
 	}
 	return rep, nil
 }
 
-// runTargets runs every target at each number of clients, in placement p.
-func runTargets(ctx context.Context, rep *report, p placement, cluster *benchCluster, api *apiTarget, scripts map[string]string,
+// runTargets runs every target at each number of clients, in placement p; apis are the
+// targets that are a build of the API, by name.
+func runTargets(ctx context.Context, rep *report, p placement, cluster *benchCluster, apis map[string]*apiTarget, scripts map[string]string,
 	workDir string, say func(string, ...any)) error {
 	for _, clients := range rep.clientCounts() {
 		duration := rep.opts.duration
 		if clients == 1 {
 			duration = rep.opts.soloDuration
 		}
-		for _, target := range targets {
+		for _, target := range rep.targets {
 			say("running %s at %d %s for %s", target, clients, plural(clients, "client"), duration)
 			var m *measurement
 			var err error
-			switch target {
-			case targetArticle, targetTwoTx:
-				m, err = cluster.runPgbench(ctx, scripts[target], databaseOf[target], maxTriesOf[target], clients, duration, workDir)
-			case targetAPI:
+			if api, ok := apis[target]; ok {
 				m, err = api.run(ctx, clients, duration)
+			} else {
+				m, err = cluster.runPgbench(ctx, scripts[target], databaseOf[target], maxTriesOf[target], clients, duration, workDir)
 			}
 			if err != nil {
 				return fmt.Errorf("error running %s at %d clients (%s): %w", target, clients, p, err)

@@ -1,11 +1,19 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
 func TestCompare(t *testing.T) {
@@ -15,7 +23,18 @@ func TestCompare(t *testing.T) {
 	}
 	// pgbench runs for whole seconds (-T): 3 s each, as a ride that a loaded machine stretches
 	// past one second left a 1 s run with no ride (beside another test run, at load 20).
-	out := requireOK(t, "-compare", "-rides", "0", "-clients", "2", "-duration", "3s", "-solo-duration", "3s")
+	// The baseline is this checkout's HEAD, built from a worktree of its own, a fourth target.
+	root, err := supervisor.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	baselineTarget := "API at " + gitOutput(t, root, "rev-parse", "--short", "HEAD")
+	allTargets := append(slices.Clone(targets), baselineTarget)
+	isAPI := map[string]bool{targetAPI: true, baselineTarget: true}
+	code, out, progress := runBench("-compare", "-rides", "0", "-clients", "2", "-duration", "3s", "-solo-duration", "3s", "-baseline", "HEAD")
+	if code != exitOK {
+		t.Fatalf("want exit %d, got %d:\n%s%s", exitOK, code, out, progress)
+	}
 
 	t.Run("DurableCluster", func(t *testing.T) {
 		if want := "fsync=on synchronous_commit=on full_page_writes=on"; !strings.Contains(out, want) {
@@ -23,8 +42,15 @@ func TestCompare(t *testing.T) {
 		}
 	})
 
+	t.Run("BaselineBuiltFromAWorktreeThatIsGone", func(t *testing.T) {
+		requireWorktreeRemoved(t, root, progress)
+		if want := baselineTarget + ": cmd/api at " + gitOutput(t, root, "rev-parse", "HEAD"); !strings.Contains(out, want) {
+			t.Fatalf("want %q in the setting, got:\n%s", want, out)
+		}
+	})
+
 	t.Run("EveryTargetBookedRidesAtEachClientCount", func(t *testing.T) {
-		for _, target := range targets {
+		for _, target := range allTargets {
 			for _, clients := range []int{1, 2} {
 				m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + fmt.Sprintf(`\s+%d\s+([0-9.]+)\s+([0-9.]+) ms\s+([0-9.]+) ms`, clients)).
 					FindStringSubmatch(out)
@@ -47,6 +73,10 @@ func TestCompare(t *testing.T) {
 			"API rides/s / twotx pgbench rides/s, 2 clients",
 			"API p50 / twotx pgbench p50, 1 client",
 			"API p99 / API p50, 2 clients",
+			"API CPU per ride ÷ baseline's, 2 clients",
+			"API alloc KB per ride ÷ baseline's, 2 clients",
+			"API allocations per ride ÷ baseline's, 2 clients",
+			"API rides/s ÷ baseline's, 2 clients",
 		} {
 			m := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(label) + `\s+([0-9.]+)$`).FindStringSubmatch(out)
 			if m == nil {
@@ -69,8 +99,8 @@ func TestCompare(t *testing.T) {
 		}
 		// Each process's time is whole ticks of 10 ms, which a short run on a loaded machine may
 		// not reach, so each process is required to have spent something over all its runs.
-		var postgres, loadGenerator, api, standIn float64
-		for _, target := range targets {
+		var postgres, loadGenerator, api, baseline, standIn float64
+		for _, target := range allTargets {
 			for _, clients := range []int{1, 2} {
 				m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + fmt.Sprintf(`\s+%d`, clients) + strings.Repeat(`\s+(\S+)`, 7) + `$`).
 					FindStringSubmatch(section)
@@ -85,7 +115,7 @@ func TestCompare(t *testing.T) {
 					}
 				}
 				postgres, loadGenerator = postgres+f[2], loadGenerator+f[3]
-				if target != targetAPI {
+				if !isAPI[target] {
 					if m[1] != "-" || m[6] != "-" || m[7] != "-" {
 						t.Errorf("%s at %d clients: want no API figures, got %s", target, clients, m[0])
 					}
@@ -95,19 +125,25 @@ func TestCompare(t *testing.T) {
 					continue
 				}
 				f[1], _ = strconv.ParseFloat(m[1], 64)
-				api, standIn = api+f[1], standIn+f[4]
+				standIn += f[4]
+				if target == targetAPI {
+					api += f[1]
+				} else {
+					baseline += f[1]
+				}
 				if total := f[5]; total-f[1]-f[2]-f[3]-f[4] > 2 || f[1]+f[2]+f[3]+f[4]-total > 2 {
-					t.Errorf("API at %d clients: want all to be the sum of the processes (each rounded), got %s", clients, m[0])
+					t.Errorf("%s at %d clients: want all to be the sum of the processes (each rounded), got %s", target, clients, m[0])
 				}
 				// Allocations are counted exactly: every ride makes some.
 				kb, _ := strconv.ParseFloat(m[6], 64)
 				allocs, _ := strconv.ParseFloat(m[7], 64)
 				if kb <= 0 || allocs <= 0 {
-					t.Errorf("API at %d clients: want allocations per ride, got %s", clients, m[0])
+					t.Errorf("%s at %d clients: want allocations per ride, got %s", target, clients, m[0])
 				}
 			}
 		}
-		for name, spent := range map[string]float64{"Postgres": postgres, "the load generators": loadGenerator, "the API": api, "the stand-in": standIn} {
+		for name, spent := range map[string]float64{"Postgres": postgres, "the load generators": loadGenerator, "the API": api,
+			"the baseline": baseline, "the stand-in": standIn} {
 			if spent <= 0 {
 				t.Errorf("want %s to have spent CPU time in the runs, got:\n%s", name, section)
 			}
@@ -181,5 +217,90 @@ tps = 149.668413 (without initial connection time)
 
 	if _, err := parsePgbenchOutput(strings.Replace(out, "tps = ", "", 1)); err == nil {
 		t.Fatal("want an error for output without tps")
+	}
+}
+
+func TestCompareBaselineRevision(t *testing.T) {
+	t.Parallel()
+	root, err := supervisor.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	t.Run("ResolvesToTheCommit", func(t *testing.T) {
+		b, err := resolveBaseline(ctx, root, "HEAD")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if head := gitOutput(t, root, "rev-parse", "HEAD"); b.commit != head || !strings.HasPrefix(head, b.short) || b.target() != "API at "+b.short {
+			t.Fatalf("want HEAD %s, got %+v named %q", head, b, b.target())
+		}
+	})
+
+	t.Run("FailsOnARevisionThatDoesNotResolve", func(t *testing.T) {
+		code, _, stderr := runBench("-compare", "-baseline", "no-such-revision")
+		if code != exitUsage || !strings.Contains(stderr, `-baseline "no-such-revision" is not a commit`) {
+			t.Fatalf("want usage error naming the revision, got %d: %s", code, stderr)
+		}
+	})
+
+	t.Run("RemovesTheWorktreeWhenTheBuildFails", func(t *testing.T) {
+		// The repository's first commit has no cmd/api to build.
+		first := gitOutput(t, root, "rev-list", "--max-parents=0", "HEAD")
+		code, _, progress := runBench("-compare", "-baseline", first)
+		if code != exitFailed || !strings.Contains(progress, "error building cmd/api at ") {
+			t.Fatalf("want exit %d saying the baseline did not build, got %d:\n%s", exitFailed, code, progress)
+		}
+		requireWorktreeRemoved(t, root, progress)
+	})
+
+	t.Run("FailsOutsideAGitCheckout", func(t *testing.T) {
+		dir := t.TempDir()
+		if _, err := resolveBaseline(ctx, dir, "HEAD"); err == nil || !strings.Contains(err.Error(), "needs a git checkout") {
+			t.Fatalf("want an error saying %s is not a git checkout, got %v", dir, err)
+		}
+	})
+}
+
+// gitOutput runs git in dir and returns its output, trimmed.
+func gitOutput(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %v: %v", args, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// requireWorktreeRemoved requires the worktree that progress, a comparison's, says the baseline
+// was built in to be gone, from the disk and from the repository at root.
+func requireWorktreeRemoved(t *testing.T, root, progress string) {
+	t.Helper()
+	m := regexp.MustCompile(`in a worktree at (\S+)`).FindStringSubmatch(progress)
+	if m == nil {
+		t.Fatalf("no worktree in the progress:\n%s", progress)
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("want the worktree %s removed, got %v", m[1], err)
+	}
+	if list := gitOutput(t, root, "worktree", "list", "--porcelain"); strings.Contains(list, "worktree "+m[1]+"\n") {
+		t.Errorf("want git to have forgotten the worktree %s, got:\n%s", m[1], list)
+	}
+	// supervisor.Build notes the checkout it builds for in its directory's .root file.
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	notes, err := filepath.Glob(filepath.Join(cache, "rocketrides", "*", ".root"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, note := range notes {
+		if b, err := os.ReadFile(note); err == nil && string(b) == m[1] {
+			t.Errorf("want the directory the worktree's commands were built in removed, got %s", filepath.Dir(note))
+		}
 	}
 }

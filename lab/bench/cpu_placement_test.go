@@ -5,10 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
 func TestFormatCPUs(t *testing.T) {
@@ -117,8 +120,9 @@ func mustAtoi(t *testing.T, s string) int {
 	return n
 }
 
-// TestComparePinned runs the comparison shared and then pinned, at one client, and checks that
-// the report shows both and that each run's processes were seen on the CPUs it says. Not
+// TestComparePinned runs the comparison shared and then pinned, at one client, with HEAD as the
+// baseline, and checks that the report shows both and that each run's processes were seen on
+// the CPUs it says. Not
 // parallel: pinning moves this process's threads, which run the other tests.
 func TestComparePinned(t *testing.T) {
 	if testing.Short() {
@@ -128,7 +132,12 @@ func TestComparePinned(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot split the CPUs here: %s", err)
 	}
-	out := requireOK(t, "-compare", "-pin=both", "-rides", "0", "-clients", "1", "-duration", "3s", "-solo-duration", "3s")
+	root, err := supervisor.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	baselineTarget := "API at " + gitOutput(t, root, "rev-parse", "--short", "HEAD")
+	out := requireOK(t, "-compare", "-pin=both", "-rides", "0", "-clients", "1", "-duration", "3s", "-solo-duration", "3s", "-baseline", "HEAD")
 	all, postgres, rest := formatCPUs(cpusOf(&split.all)), formatCPUs(cpusOf(&split.postgres)), formatCPUs(cpusOf(&split.rest))
 
 	_, shared, ok := strings.Cut(out, "\nShared: "+split.describe(placementShared)+"\n")
@@ -141,14 +150,14 @@ func TestComparePinned(t *testing.T) {
 	for _, section := range []struct {
 		name, text, postgres, rest string
 	}{{"shared", shared, all, all}, {"pinned", pinned, postgres, rest}} {
-		for _, target := range targets {
+		for _, target := range append(slices.Clone(targets), baselineTarget) {
 			m := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(target) + `\s+1 client\s+(\d+) rides in .*CPUs: (?:API (\S+), )?Postgres (\S+), load generator (\S+), stand-in (\S+)$`).
 				FindStringSubmatch(section.text)
 			if m == nil {
 				t.Fatalf("%s: no run of %s with its CPUs in:\n%s", section.name, target, section.text)
 			}
 			want := []string{section.rest, section.postgres, section.rest, section.rest}
-			if target != targetAPI {
+			if target != targetAPI && target != baselineTarget {
 				want[0] = ""
 			}
 			if got := m[2:]; fmt.Sprint(got) != fmt.Sprint(want) {
@@ -163,7 +172,8 @@ func TestComparePinned(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^\s+shared\s+pinned$`).MatchString(ratios) {
 		t.Fatalf("want a column of ratios for each placement in:\n%s", ratios)
 	}
-	for _, label := range []string{"API rides/s / twotx pgbench rides/s, 1 client", "API p50 / twotx pgbench p50, 1 client"} {
+	for _, label := range []string{"API rides/s / twotx pgbench rides/s, 1 client", "API p50 / twotx pgbench p50, 1 client",
+		"API CPU per ride ÷ baseline's, 1 client", "API rides/s ÷ baseline's, 1 client"} {
 		m := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(label) + `\s+([0-9.]+)\s+([0-9.]+)$`).FindStringSubmatch(ratios)
 		if m == nil {
 			t.Fatalf("no ratios %q for both placements in:\n%s", label, ratios)

@@ -20,9 +20,12 @@
 // cpu_meter.go). With -pin, Postgres runs on half the CPUs (CPU 1 of 2) and everything else on
 // the others, as when the API has machines of its own and the database is the bound; -pin=both
 // runs the whole comparison shared and then pinned, and prints the ratios of each side by side
-// (see cpu_placement.go).
+// (see cpu_placement.go). With -baseline REV, a fourth target, "API at <short REV>", is cmd/api
+// as built from git revision REV of this repository in a temporary worktree, run right after the
+// API at each number of clients, alike in every other way; the ratios then add the API's CPU,
+// allocations and rides per second over the baseline's (see baseline.go).
 //
-//	go run ./lab/bench -compare [-rides 300000 -riders 1000 -clients 32 -duration 30s -solo-duration 10s] [-pin | -pin=both]
+//	go run ./lab/bench -compare [-rides 300000 -riders 1000 -clients 32 -duration 30s -solo-duration 10s] [-pin | -pin=both] [-baseline REV]
 //
 // With -compare-citus it needs nothing running but Citus installed for the Postgres it finds
 // (docs/scale-out.md): it runs the API and the twotx reference at -clients clients on a single

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rocketrides/rocketrides/client"
+	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
 // Exit statuses.
@@ -77,6 +78,9 @@ type options struct {
 	pin          pinMode
 	rides        int
 	riders       int
+	// baselineRev is -baseline as given; baseline is that revision resolved.
+	baselineRev string
+	baseline    *baseline
 
 	// Only with -receipts.
 	bookings      int
@@ -88,7 +92,7 @@ type options struct {
 // worth saying, not a setting to ignore.
 var modeFlags = map[string][]string{
 	modeLoad:         {"api", "token", "clients", "duration", "calls", "replay-share", "give-up-after"},
-	modeCompare:      {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log", "pin"},
+	modeCompare:      {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log", "pin", "baseline"},
 	modeCompareHA:    {"compare-ha", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
 	modeCompareCitus: {"compare-citus", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
 	modeReceipts:     {"receipts", "bookings", "idle", "stripe-latency"},
@@ -96,6 +100,14 @@ var modeFlags = map[string][]string{
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	opts, err := parseOptions(args, getenv, stderr)
+	if err == nil && opts.baselineRev != "" {
+		// Resolved now, so that a revision that does not resolve is a usage error, not a failure
+		// after the databases are filled.
+		var root string
+		if root, err = supervisor.ModuleRoot(); err == nil {
+			opts.baseline, err = resolveBaseline(ctx, root, opts.baselineRev)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %s\n", err)
 		return exitUsage
@@ -156,6 +168,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags.IntVar(&opts.riders, "riders", 1000, "with -compare: riders those rides belong to")
 	flags.StringVar(&opts.serverLog, "server-log", "", "with -compare: write Postgres's own log to this file, serialization failures with their statements")
 	flags.Var(&opts.pin, "pin", "with -compare: run Postgres on half the CPUs and everything else on the others (-pin), or shared and then so (-pin=both)")
+	flags.StringVar(&opts.baselineRev, "baseline", "", "with -compare: also run cmd/api as built from this git revision of the repository, right after the API (a commit, tag or branch)")
 	flags.IntVar(&opts.apiPoolConns, "api-pool", 0, "with -compare: the API's pool_max_conns (0: the API's default, PoolMaxConnsDefault in cmd/internal/bootstrap)")
 	flags.IntVar(&opts.bookings, "bookings", receiptBookingsDefault, "with -receipts: rides booked one after another, each receipt timed")
 	flags.DurationVar(&opts.stripeLatency, "stripe-latency", 0, "with -receipts: how long the Stripe stand-in takes to answer (0: at once, so that bookings come as fast as they can)")

@@ -16,6 +16,8 @@ type report struct {
 	settings   []setting
 	history    []history
 	runs       []*measurement
+	// targets are the targets in the order they ran: targets, and the baseline if any.
+	targets []string
 	// placements are where the runs ran, in order, and where says what each means.
 	placements []placement
 	where      map[placement]string
@@ -79,7 +81,7 @@ func (r *report) print(w io.Writer) {
 func (r *report) printRuns(w io.Writer, p placement) {
 	fmt.Fprintf(w, "\n%-16s %7s %9s %10s %10s %10s %13s\n", "", "clients", "rides/s", "p50", "p99", "rollbacks", "commits/ride")
 	for _, clients := range r.clientCounts() {
-		for _, target := range targets {
+		for _, target := range r.targets {
 			m := r.find(p, target, clients)
 			fmt.Fprintf(w, "%-16s %7d %9.1f %10s %10s %10s %13s\n", target, clients, m.ridesPerSecond,
 				formatMs(m.p50), formatMs(m.p99), fmt.Sprintf("%.1f %%", percent(m.rollbacks, m.commits+m.rollbacks)),
@@ -130,12 +132,37 @@ func (r *report) printRatios(w io.Writer) {
 		{"API 409 answers, all runs", func(p placement) string {
 			var conflicts int64
 			for _, m := range r.runs {
-				if m.api != nil && m.placement == p {
+				if m.target == targetAPI && m.placement == p {
 					conflicts += m.api.conflicts
 				}
 			}
 			return fmt.Sprintf("%d", conflicts)
 		}},
+	}
+	if b := r.opts.baseline; b != nil {
+		// Each of the API's own figures over the baseline's, in the same run.
+		perRideRatio := func(p placement, of func(m *measurement) float64) string {
+			api, base := r.find(p, targetAPI, n), r.find(p, b.target(), n)
+			if api.rides == 0 || base.rides == 0 {
+				return "n/a"
+			}
+			return ratio(of(api)/float64(api.rides), of(base)/float64(base.rides))
+		}
+		clients := fmt.Sprintf(", %d %s", n, plural(n, "client"))
+		rows = append(rows,
+			ratioRow{"API CPU per ride ÷ baseline's" + clients, func(p placement) string {
+				return perRideRatio(p, func(m *measurement) float64 { return float64(m.cpu.api) })
+			}},
+			ratioRow{"API alloc KB per ride ÷ baseline's" + clients, func(p placement) string {
+				return perRideRatio(p, func(m *measurement) float64 { return m.cpu.allocBytes })
+			}},
+			ratioRow{"API allocations per ride ÷ baseline's" + clients, func(p placement) string {
+				return perRideRatio(p, func(m *measurement) float64 { return m.cpu.allocs })
+			}},
+			ratioRow{"API rides/s ÷ baseline's" + clients, func(p placement) string {
+				return ratio(r.find(p, targetAPI, n).ridesPerSecond, r.find(p, b.target(), n).ridesPerSecond)
+			}},
+		)
 	}
 	for _, row := range rows {
 		fmt.Fprintf(w, "  %-52s", row.label)
@@ -153,7 +180,7 @@ func (r *report) printCPU(w io.Writer, p placement) {
 	fmt.Fprintf(w, "\nCPU per ride, µs of user + system time; the API's allocations per ride\n")
 	fmt.Fprintf(w, "%-16s %7s %9s %9s %9s %9s %9s %9s %9s\n", "", "clients", "API", "Postgres", "load gen", "stand-in", "all", "alloc KB", "allocs")
 	for _, clients := range r.clientCounts() {
-		for _, target := range targets {
+		for _, target := range r.targets {
 			m := r.find(p, target, clients)
 			if m.cpu == nil {
 				continue
@@ -205,6 +232,10 @@ func (r *report) printSetting(w io.Writer) {
 		pool = fmt.Sprintf("pool_max_conns=%d", r.opts.apiPoolConns)
 	}
 	row("API", "cmd/api with LOG_LEVEL=warn and %s; the Stripe stand-in (cmd/fakestripe) at no latency; retrying client, a rider per client", pool)
+	if b := r.opts.baseline; b != nil {
+		row("baseline", "%s: cmd/api at %s (-baseline %s), built from a worktree of it with its own go.mod, run as the API right after it",
+			b.target(), b.commit, r.opts.baselineRev)
+	}
 	row("CPU", "from /proc, from just before the load to the end of the run's sessions; Postgres is its postmaster and every process it forked, exited ones included")
 	row("runs", "1 client for %s, %d %s for %s; a CHECKPOINT before each", r.opts.soloDuration, r.opts.clients, plural(r.opts.clients, "client"), r.opts.duration)
 }
