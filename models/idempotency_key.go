@@ -45,6 +45,21 @@ const idempotencyKeyColumns = `id, created_at, idempotency_key, last_run_at, loc
 	request_method, request_params, request_path, origin_ip, response_code, response_body,
 	recovery_point, stripe_idempotency_key, charge_attempted_at, last_error, user_id`
 
+// writtenColumns are what a write of a key returns: the columns whose values the database
+// decides (the times, the lock generation) and the stored response in jsonb's own layout, which
+// every replay gets. The writer knows the rest, and reading all of a key back after each write
+// cost the API a fair share of its CPU and allocations a ride (docs/performance.md).
+const writtenColumns = `created_at, last_run_at, locked_at, locked_until, lock_generation, charge_attempted_at, response_body`
+
+// scanWritten makes written the key as written: key, the key as its writer knows it, at
+// progress, with a row of writtenColumns read in.
+func scanWritten(row pgx.Row, key *IdempotencyKey, progress IdempotencyKeyProgress, written *IdempotencyKey) error {
+	*written = *key
+	written.RecoveryPoint, written.ResponseCode = progress.RecoveryPoint, progress.ResponseCode
+	return row.Scan(&written.CreatedAt, &written.LastRunAt, &written.LockedAt, &written.LockedUntil,
+		&written.LockGeneration, &written.ForeignMutationAttemptedAt, &written.ResponseBody)
+}
+
 // scanIdempotencyKey reads a row of idempotencyKeyColumns, a line of them to a line.
 func scanIdempotencyKey(row interface{ Scan(...any) error }) (*IdempotencyKey, error) {
 	var k IdempotencyKey
@@ -117,7 +132,7 @@ const LockGenerationFirst int64 = 1
 // progress its first atomic phase made: key gives what a key keeps for life (its request, its
 // rider, its Stripe key), progress the rest. Unless that phase finished the request, the key is
 // locked by the inserting request, for lease, with LockGenerationFirst. written receives the
-// row once the batch has run.
+// key as inserted once the batch has run.
 func IdempotencyKeyInsert(batch *pgx.Batch, key *IdempotencyKey, progress IdempotencyKeyProgress, lease time.Duration, written *IdempotencyKey) {
 	unfinished := progress.RecoveryPoint != RecoveryPointFinished
 	batch.Queue(`
@@ -131,18 +146,16 @@ func IdempotencyKeyInsert(batch *pgx.Batch, key *IdempotencyKey, progress Idempo
 			$6, $7, $8, $9,
 			$10, $11, $12,
 			$13, now() + make_interval(secs => $14), $15)
-		RETURNING `+idempotencyKeyColumns,
+		RETURNING `+writtenColumns,
 		key.ID, key.IdempotencyKey,
 		secondsIf(unfinished, 0), secondsIf(unfinished, lease.Seconds()), LockGenerationFirst,
 		key.RequestMethod, key.RequestParams, key.RequestPath, key.OriginIP,
 		progress.RecoveryPoint, progress.ResponseCode, progress.ResponseBody,
 		key.StripeIdempotencyKey, secondsIf(progress.ForeignMutationAttempted, 0), key.UserID,
 	).QueryRow(func(row pgx.Row) error {
-		k, err := scanIdempotencyKey(row)
-		if err != nil {
+		if err := scanWritten(row, key, progress, written); err != nil {
 			return fmt.Errorf("error inserting idempotency key: %w", err)
 		}
-		*written = *k
 		return nil
 	})
 }
@@ -162,8 +175,9 @@ func secondsIf(on bool, secs float64) *float64 {
 // existing key. The write renews the key's lease for lease, or unlocks the key if it finished.
 // It is fenced: it writes only while the key is still locked with generation, the caller's
 // lock generation. Otherwise another request took the key over, or the reaper deleted it, and
-// the batch fails with ErrLockLost. key receives the row.
-func IdempotencyKeyRecordProgress(batch *pgx.Batch, userID, id, generation int64, lease time.Duration, progress IdempotencyKeyProgress, key *IdempotencyKey) {
+// the batch fails with ErrLockLost. key is the key as last written; written receives it as
+// written now.
+func IdempotencyKeyRecordProgress(batch *pgx.Batch, key *IdempotencyKey, generation int64, lease time.Duration, progress IdempotencyKeyProgress, written *IdempotencyKey) {
 	batch.Queue(`
 		UPDATE idempotency_keys
 		SET recovery_point = $4,
@@ -172,19 +186,18 @@ func IdempotencyKeyRecordProgress(batch *pgx.Batch, userID, id, generation int64
 			response_code = $6, response_body = $7,
 			charge_attempted_at = least(charge_attempted_at, now() + make_interval(secs => $8))
 		WHERE user_id = $1 AND id = $2 AND lock_generation = $3 AND locked_until IS NOT NULL
-		RETURNING `+idempotencyKeyColumns,
-		userID, id, generation, progress.RecoveryPoint,
+		RETURNING `+writtenColumns,
+		key.UserID, key.ID, generation, progress.RecoveryPoint,
 		secondsIf(progress.RecoveryPoint != RecoveryPointFinished, lease.Seconds()),
 		progress.ResponseCode, progress.ResponseBody, secondsIf(progress.ForeignMutationAttempted, 0),
 	).QueryRow(func(row pgx.Row) error {
-		k, err := scanIdempotencyKey(row)
+		err := scanWritten(row, key, progress, written)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrLockLost
 		}
 		if err != nil {
-			return fmt.Errorf("error recording progress of idempotency key %d: %w", id, err)
+			return fmt.Errorf("error recording progress of idempotency key %d: %w", key.ID, err)
 		}
-		*key = *k
 		return nil
 	})
 }

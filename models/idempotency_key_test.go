@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/netip"
+	"reflect"
 	"testing"
 	"time"
 
@@ -43,7 +44,36 @@ func insertKey(t *testing.T, pool *pgxpool.Pool, progress models.IdempotencyKeyP
 	if err := pool.SendBatch(ctx, batch).Close(); err != nil {
 		t.Fatal(err)
 	}
+	requireWrittenAsStored(t, pool, &key)
 	return params, &key
+}
+
+// requireWrittenAsStored fails the test unless written, a key as a write returned it, is the
+// key as stored, column for column: a write reads back only the columns the database decides,
+// and makes up the rest from what its writer knew.
+func requireWrittenAsStored(t *testing.T, pool *pgxpool.Pool, written *models.IdempotencyKey) {
+	t.Helper()
+	stored, err := models.IdempotencyKeyGetByIDForUpdate(context.Background(), pool, written.UserID, written.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writtenParams, storedParams any
+	if err := json.Unmarshal(written.RequestParams, &writtenParams); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(stored.RequestParams, &storedParams); err != nil {
+		t.Fatal(err)
+	}
+	// The params as the writer marshalled them, the response in jsonb's layout, as replays get it.
+	if !reflect.DeepEqual(writtenParams, storedParams) || string(written.ResponseBody) != string(stored.ResponseBody) {
+		t.Fatalf("want the written key's params %s and response %s as stored, %s and %s",
+			written.RequestParams, written.ResponseBody, stored.RequestParams, stored.ResponseBody)
+	}
+	w, s := *written, *stored
+	w.RequestParams, s.RequestParams = nil, nil
+	if !reflect.DeepEqual(w, s) {
+		t.Fatalf("want the key as written to be the key as stored:\nwritten %+v\nstored  %+v", w, s)
+	}
 }
 
 // TestIdempotencyKeyInsert checks that each column of a new key receives its own value: the
@@ -107,8 +137,11 @@ func TestIdempotencyKeyRecordProgress(t *testing.T) {
 		t.Helper()
 		var written models.IdempotencyKey
 		batch := &pgx.Batch{}
-		models.IdempotencyKeyRecordProgress(batch, key.UserID, key.ID, generation, lease, progress, &written)
+		models.IdempotencyKeyRecordProgress(batch, key, generation, lease, progress, &written)
 		err := pool.SendBatch(context.Background(), batch).Close()
+		if err == nil {
+			requireWrittenAsStored(t, pool, &written)
+		}
 		return &written, err
 	}
 

@@ -176,7 +176,7 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, steps steps) error {
 			if newKey {
 				models.IdempotencyKeyInsert(batch, next.key, progress, e.config.LockLease, written)
 			} else {
-				models.IdempotencyKeyRecordProgress(batch, next.key.UserID, next.key.ID, next.lockGeneration, e.config.LockLease, progress, written)
+				models.IdempotencyKeyRecordProgress(batch, next.key, next.lockGeneration, e.config.LockLease, progress, written)
 			}
 		})
 		return nil
