@@ -64,6 +64,10 @@ func New(cfg Config) *client.API {
 	backendConfig := &stripe.BackendConfig{
 		HTTPClient:        &http.Client{Timeout: cmp.Or(cfg.Timeout, TimeoutDefault), Transport: transport},
 		MaxNetworkRetries: stripe.Int64(0),
+		// stripe-go would report each call's latency to Stripe in a header of the next, encoding
+		// it as JSON on every call; the API measures its calls itself
+		// (rocketrides_stripe_request_duration_seconds).
+		EnableTelemetry: stripe.Bool(false),
 		// The caller logs failures at its boundary; stripe-go's own logging would duplicate them.
 		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
 	}

@@ -83,7 +83,8 @@ func TestConnectionsAreKept(t *testing.T) {
 
 // TestRequestsAreSentWithTheirLength: stripe-go sets a request's body only after making the
 // request, which left net/http to send it chunked, headers and body in two writes. The stand-in
-// sees each request, a charge among them, with a Content-Length that is its body's length.
+// sees each request, a charge among them, with a Content-Length that is its body's length, and
+// without stripe-go's telemetry of the call before.
 func TestRequestsAreSentWithTheirLength(t *testing.T) {
 	t.Parallel()
 	s := startStandIn(t)
@@ -107,6 +108,9 @@ func TestRequestsAreSentWithTheirLength(t *testing.T) {
 		if r.chunked || r.contentLength != int64(r.bodyBytes) {
 			t.Errorf("%s: want Content-Length %d and no chunked encoding, got Content-Length %d, chunked %t",
 				r.path, r.bodyBytes, r.contentLength, r.chunked)
+		}
+		if r.telemetry {
+			t.Errorf("%s: want no telemetry of the call before, got X-Stripe-Client-Telemetry", r.path)
 		}
 	}
 }
@@ -141,6 +145,7 @@ type requestSeen struct {
 	contentLength int64
 	chunked       bool
 	bodyBytes     int
+	telemetry     bool // it carried X-Stripe-Client-Telemetry
 }
 
 func startStandIn(t *testing.T) *standIn {
@@ -155,7 +160,8 @@ func startStandIn(t *testing.T) *standIn {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		s.mu.Lock()
 		s.seen = append(s.seen, requestSeen{path: r.Method + " " + r.URL.Path, contentLength: r.ContentLength,
-			chunked: slices.Contains(r.TransferEncoding, "chunked"), bodyBytes: len(body)})
+			chunked: slices.Contains(r.TransferEncoding, "chunked"), bodyBytes: len(body),
+			telemetry: r.Header.Get("X-Stripe-Client-Telemetry") != ""})
 		s.mu.Unlock()
 
 		if b := s.held.Load(); b != nil && r.URL.Path == "/v1/charges" {
