@@ -15,8 +15,13 @@ import (
 // 100 a second (USER_HZ) on every architecture, whatever the kernel's own tick.
 const userHz = 100
 
-// procTreeTries bounds the reads of a process tree whose root reaped a child during the read.
-const procTreeTries = 5
+// procTreeTries bounds the reads of a process tree whose root reaped a child during the read,
+// procTreePause apart: a run's end closes its 16 or 32 sessions at once, and the postmaster reaps
+// their backends one by one for a while (five quick tries were seen to fail on a loaded machine).
+const (
+	procTreeTries = 100
+	procTreePause = 10 * time.Millisecond
+)
 
 // procTimes is what /proc/<pid>/stat says of a process's CPU: user plus system time.
 type procTimes struct {
@@ -87,6 +92,7 @@ func treeCPU(procDir string, root int) (time.Duration, error) {
 			return 0, err
 		}
 		if after.reaped != before.reaped {
+			time.Sleep(procTreePause)
 			continue
 		}
 		total := after.self + after.reaped
