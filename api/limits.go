@@ -80,7 +80,9 @@ const (
 	MaxRequestsInFlightDefault    = 200
 )
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with each zero field set to its default: the limits a Server of l
+// enforces.
+func (l Limits) WithDefaults() Limits {
 	l.RiderRidesPerMinute = cmp.Or(l.RiderRidesPerMinute, RiderRidesPerMinuteDefault)
 	l.RiderRideBurst = cmp.Or(l.RiderRideBurst, RiderRideBurstDefault)
 	l.RiderCancelsPerMinute = cmp.Or(l.RiderCancelsPerMinute, RiderCancelsPerMinuteDefault)

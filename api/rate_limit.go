@@ -73,7 +73,7 @@ const (
 const retryAfterShed = time.Second
 
 func newLimiter(limits Limits) *limiter {
-	limits = limits.withDefaults()
+	limits = limits.WithDefaults()
 	rate := func(perMinuteN, burst int) *limiterSet[int64] {
 		return newLimiterSet[int64](perMinute(perMinuteN), burst)
 	}

@@ -1,7 +1,6 @@
 package bootstrap
 
 import (
-	"cmp"
 	"errors"
 	"log/slog"
 
@@ -9,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stripe/stripe-go/v76/client"
 
-	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/cmd/internal/faults"
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/stripeclient"
@@ -27,7 +25,7 @@ func NewStripe(cfg *Config, reg prometheus.Registerer) (*client.API, error) {
 		URL:     cfg.StripeAPIURL,
 		Timeout: cfg.StripeTimeout,
 		// Every request the API works on may be charging at once.
-		MaxIdleConnsPerHost: cmp.Or(cfg.RateLimits.MaxRequestsInFlight, api.MaxRequestsInFlightDefault),
+		MaxIdleConnsPerHost: cfg.RateLimits.WithDefaults().MaxRequestsInFlight,
 		Metrics:             metrics.NewStripe(reg),
 	}), nil
 }
