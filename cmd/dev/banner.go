@@ -25,6 +25,7 @@ type bannerData struct {
 	Rider        *supervisor.Rider
 	Declined     *supervisor.Rider
 	Metrics      []metricsEndpoint
+	JaegerURL    string // with -traces
 }
 
 // bannerTemplate is printed once everything it names answers. Its export lines are what admin,
@@ -36,6 +37,10 @@ Rocket Rides is running.
 
   API          {{.APIURL}}
   Stripe       {{.StripeURL}} (stand-in)
+{{- if .JaegerURL}}
+  Traces       {{.JaegerURL}} (Jaeger's query API, which every process sends its spans to;
+               Jaeger built as a Go module serves no UI there, only a placeholder page)
+{{- end}}
 {{- if .MonitorURL}}
   Database     highly available: a primary and its synchronous standby, which the
                pg_auto_failover monitor promotes if the primary is lost. Which is which:
@@ -55,6 +60,9 @@ and the client (cmd/rides) read them, and the commands below use them.
   export STRIPE_API_KEY={{.StripeAPIKey}} STRIPE_API_URL={{.StripeURL}}
   export API_TOKEN_SECRET={{.TokenSecret}}
   export API_URL={{.APIURL}} RIDER={{.Rider.Token}} DECLINED={{.Declined.Token}}
+{{- if .JaegerURL}}
+  export JAEGER_URL={{.JaegerURL}}
+{{- end}}
 
 Book a ride: 201 Created. Send the same command again: the same 201, replayed
 (Idempotent-Replayed: true), and Stripe still holds one charge.
@@ -62,7 +70,14 @@ Book a ride: 201 Created. Send the same command again: the same 201, replayed
   curl -i "$API_URL/rides" -H "Authorization: Bearer $RIDER" \
     -H "Idempotency-Key: my-first-ride-0000000001" \
     -d origin_lat=37.7749 -d origin_lon=-122.4194 -d target_lat=37.3382 -d target_lon=-121.8863
+{{if .JaegerURL}}
+Its trace is in Jaeger under its Idempotency-Key: one trace, from the API's request through
+both atomic phases and the charge to the enqueuer and the worker's receipt, each span with its
+service, name and tags (JSON):
 
+  curl -sG "$JAEGER_URL/api/traces" -d service=api \
+    --data-urlencode 'tags={"rocketrides.idempotency_key":"my-first-ride-0000000001"}'
+{{end}}
 A declined card: 402 card_declined. The refusal is final: sent again, it is replayed, and Stripe
 is not asked twice.
 

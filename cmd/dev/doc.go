@@ -5,6 +5,7 @@
 //	go run ./cmd/dev -persist   # state kept in .data between runs
 //	go run ./cmd/dev -data-dir DIR
 //	go run ./cmd/dev -db-only   # only PostgreSQL, migrated and kept in .data, for a Procfile manager
+//	go run ./cmd/dev -traces    # and Jaeger, which every process sends its traces to
 //
 // It starts a PostgreSQL cluster, migrates it, starts the Stripe stand-in, creates two demo
 // riders (one whose card works, one whose card is declined), and runs the API, worker,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
+	"github.com/rocketrides/rocketrides/internal/devenv/jaeger"
 	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
@@ -41,6 +43,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	ha := flags.Bool("ha", false, "run PostgreSQL highly available: a pg_auto_failover monitor, a primary and its synchronous standby on loopback, "+
 		"every process given their multi-host DATABASE_URL (needs Debian's postgresql-15-auto-failover and pg-auto-failover-cli)")
 	dbOnly := flags.Bool("db-only", false, "run only PostgreSQL, migrated and kept in "+persistDirDefault+" (or -data-dir), where DATABASE_URL says (unset: PORT+601, as -env writes it)")
+	traces := flags.Bool("traces", false, "run Jaeger on loopback, send every process's traces to it (OTEL_EXPORTER_OTLP_ENDPOINT), and show its UI in the banner "+
+		"(the first run builds Jaeger, which takes minutes)")
 	printEnv := flags.Bool("env", false, "print the Procfile path's .env, every port from PORT (with -ha, the formation's DATABASE_URL)")
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -100,6 +104,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 
+	// Jaeger outlives the processes that report to it (the defers run in reverse), so that the
+	// spans they send as they stop arrive.
+	var telemetryEnv []string
+	var tracing *jaeger.Server
+	if *traces {
+		logf("Starting Jaeger (its first run builds it, which takes minutes)")
+		if tracing, err = jaeger.Start(ctx, jaeger.Config{Root: root, Output: newLineWriter(out, "jaeger")}); err != nil {
+			return err
+		}
+		defer func() {
+			logf("Stopping Jaeger")
+			if err := tracing.Stop(); err != nil {
+				logf("%s", err)
+			}
+		}()
+		telemetryEnv = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + tracing.OTLPEndpoint}
+	}
+
 	db, err := startDatabase(ctx, state, *ha, 0, databaseName, logf)
 	if err != nil {
 		return err
@@ -117,7 +139,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}()
 
-	baseEnv := []string{"DATABASE_URL=" + databaseURL}
+	baseEnv := append([]string{"DATABASE_URL=" + databaseURL}, telemetryEnv...)
 	if err := sup.RunToEnd(ctx, "migrate", baseEnv, "up"); err != nil {
 		return err
 	}
@@ -180,10 +202,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return err
 		}
 	}
-	fmt.Fprint(stdout, banner(bannerData{
+	data := bannerData{
 		APIURL: fmt.Sprintf("http://localhost:%d", port), DatabaseURL: databaseURL, MonitorURL: db.monitorURL, StripeAPIKey: stripeAPIKey, TokenSecret: devTokenSecret, StripeURL: stripeURL,
 		State: state, Rider: rider, Declined: declined, Metrics: metrics,
-	}))
+	}
+	var tracingExited <-chan struct{} // nil without -traces: never ready
+	if tracing != nil {
+		data.JaegerURL, tracingExited = tracing.QueryURL, tracing.Exited()
+	}
+	fmt.Fprint(stdout, banner(data))
 
 	select {
 	case <-ctx.Done():
@@ -191,6 +218,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return nil
 	case p := <-sup.Exited():
 		return fmt.Errorf("%s exited unexpectedly: %v", p.Name, p.Err())
+	case <-tracingExited:
+		return errors.New("jaeger exited unexpectedly")
 	}
 }
 

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/rocketrides/rocketrides/internal/devenv/jaeger"
+	"github.com/rocketrides/rocketrides/internal/testing/proctest"
+)
+
+// bannerTraces matches the banner's line that says where Jaeger's UI is.
+var bannerTraces = regexp.MustCompile(`(?m)^  Traces +(http://127\.0\.0\.1:\d+) \(Jaeger`)
+
+// TestDevTraces runs dev -traces as a user would: the banner says where Jaeger is, and every
+// process that dev starts is given OTEL_EXPORTER_OTLP_ENDPOINT, the receiver of that same Jaeger:
+// a span sent there with OpenTelemetry's exporter is found at the banner's URL. The banner's
+// command that asks Jaeger for the first ride's trace runs after the ride's booking, with the
+// export lines. Ctrl-C stops Jaeger with the rest.
+func TestDevTraces(t *testing.T) {
+	t.Parallel()
+	dev := proctest.Build(t, "dev")
+	p := proctest.Start(t, dev, []string{fmt.Sprintf("PORT=%d", proctest.FreePort(t))}, "-traces")
+	// A first run on the machine builds Jaeger, which takes minutes.
+	proctest.WaitOutput(t, p, "Ctrl-C stops everything", 15*time.Minute)
+	m := bannerTraces.FindStringSubmatch(p.Output())
+	if m == nil {
+		t.Fatalf("want the banner to say where Jaeger is, got:\n%s", p.Output())
+	}
+	client := &jaeger.Client{BaseURL: m[1]}
+
+	procs := proctest.Descendants(t, p.Pid())
+	proctest.CheckRunsAll(t, procs, append([]string{"jaeger"}, services...)...)
+	endpoints := map[string]bool{}
+	for _, proc := range procs {
+		if slices.Contains(services, proc.Comm) {
+			endpoint := environValue(t, proc.Pid, "OTEL_EXPORTER_OTLP_ENDPOINT")
+			if endpoint == "" {
+				t.Fatalf("%s was started without OTEL_EXPORTER_OTLP_ENDPOINT", proc)
+			}
+			endpoints[endpoint] = true
+		}
+	}
+	if len(endpoints) != 1 {
+		t.Fatalf("want every process to report to one endpoint, got %v", endpoints)
+	}
+	for endpoint := range endpoints {
+		sendSpan(t, endpoint, "dev-traces-test")
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		traces, err := client.FindTraces(t.Context(), "dev-traces-test", nil)
+		if err == nil && len(traces) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want the span sent to the processes' endpoint at the banner's Jaeger, got %d traces, %v", len(traces), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	w := newWalkthrough(t, p.Output(), nil)
+	var ride struct{ Ride struct{ ID string } }
+	w.curl(t, w.command(t, `-H "Idempotency-Key: my-first-ride-0000000001"`)).require(t, http.StatusCreated, &ride)
+	var answer struct{ Data []json.RawMessage }
+	if out := w.sh.output(t, w.command(t, "/api/traces")); json.Unmarshal([]byte(out), &answer) != nil || answer.Data == nil {
+		t.Fatalf("want the banner's trace command to print Jaeger's answer, got %q", out)
+	}
+
+	if err := p.SignalGroup(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("want exit 0 after Ctrl-C, got %d\n%s", code, p.Output())
+	}
+	proctest.CheckNoneRunning(t, procs)
+}
+
+// environValue returns the value of name in the environment that process pid was started with.
+func environValue(t *testing.T, pid int, name string) string {
+	t.Helper()
+	environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range bytes.Split(environ, []byte{0}) {
+		if v, ok := strings.CutPrefix(string(kv), name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// sendSpan sends one span of service to the OTLP/HTTP receiver at endpoint, as a process whose
+// OTEL_EXPORTER_OTLP_ENDPOINT is endpoint does.
+func sendSpan(t *testing.T, endpoint, service string) {
+	t.Helper()
+	exporter, err := otlptracehttp.New(t.Context(), otlptracehttp.WithEndpointURL(endpoint+"/v1/traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", service))))
+	_, span := provider.Tracer("dev_test").Start(t.Context(), "probe")
+	span.End()
+	if err := provider.Shutdown(t.Context()); err != nil {
+		t.Fatalf("error sending a span to %s: %v", endpoint, err)
+	}
+}
