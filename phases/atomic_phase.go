@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/spans"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -126,6 +127,7 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, steps steps) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
 	defer cancel()
+	ctx, span := spans.StartAtomicPhase(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var (
@@ -133,8 +135,8 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, steps steps) error {
 		newKey  bool
 		written *models.IdempotencyKey
 
-		// from is the recovery point the phases started from, as the metrics name the atomic
-		// phase; empty if none ran (a replay, a key in use or reused).
+		// from is the recovery point the phases started from, as the metrics and the trace name
+		// the atomic phase; empty if none ran (a replay, a key in use or reused).
 		from  models.RecoveryPoint
 		began = time.Now()
 	)
@@ -181,6 +183,7 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, steps steps) error {
 		})
 		return nil
 	})
+	spans.EndAtomicPhase(span, string(from), string(written.RecoveryPoint), attempts, err)
 	if from != "" {
 		e.config.Metrics.PhaseDuration.WithLabelValues(string(from)).Observe(time.Since(began).Seconds())
 	}

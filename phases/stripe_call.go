@@ -11,6 +11,7 @@ import (
 	"github.com/stripe/stripe-go/v76"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
+	"github.com/rocketrides/rocketrides/internal/spans"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -85,6 +86,14 @@ type stripeAnswer struct {
 	stuckReason, stuckDetail string
 }
 
+// header is the HTTP headers of Stripe's answer, nil if Stripe made nothing.
+func (a *stripeAnswer) header() map[string][]string {
+	if a.made == nil {
+		return nil
+	}
+	return a.made.LastResponse.Header
+}
+
 // stripeMade is the charge or refund a call made, as the phases record and log it. stripe-go's
 // Charge decodes Stripe's answer several times over (the charge, then its source, then its card)
 // into fields nobody here reads: decoded once into these few, a booking costs the API a good part
@@ -123,7 +132,9 @@ func (e *Executor) prepareStripeCall(ctx context.Context, tx *phaseTx, r *run) (
 // Stripe made the charge or refund.
 func (e *Executor) callStripe(ctx context.Context, r *run) error {
 	start := time.Now()
+	ctx, span := spans.StartForeignMutation(ctx, r.req.mutation.name)
 	answer := r.req.send(ctx, r)
+	spans.EndForeignMutation(span, string(answer.outcome), answer.header(), answer.failure)
 	e.logStripeCall(ctx, r, answer, time.Since(start))
 	if e.hooks.afterStripeCall != nil {
 		e.hooks.afterStripeCall(ctx)

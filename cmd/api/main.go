@@ -14,6 +14,7 @@ import (
 	"github.com/rocketrides/rocketrides/api"
 	"github.com/rocketrides/rocketrides/cmd/internal/bootstrap"
 	"github.com/rocketrides/rocketrides/internal/metrics"
+	"github.com/rocketrides/rocketrides/internal/telemetry"
 )
 
 func main() {
@@ -40,6 +41,11 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := bootstrap.Trace(ctx, "api")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	logger, pool, err := bootstrap.Open(ctx, cfg, os.Stdout)
 	if err != nil {
 		return err
@@ -70,7 +76,7 @@ func run(ctx context.Context) error {
 	}
 	server := api.NewServer(pool, executor, logger, api.Config{Limits: cfg.RateLimits, Metrics: apiMetrics, TokenKey: tokenKey,
 		TrustedProxies: cfg.TrustedProxies, StripeWebhookSecret: cfg.StripeWebhookSecret})
-	if err := bootstrap.ServeHTTP(ctx, listener, server.Handler(), guard, logger, server.AbortInFlight); err != nil {
+	if err := bootstrap.ServeHTTP(ctx, listener, telemetry.Handler(server.Handler(), "api"), guard, logger, server.AbortInFlight); err != nil {
 		return err
 	}
 	logger.InfoContext(context.WithoutCancel(ctx), "API: stopped") // as every process says once it stopped cleanly

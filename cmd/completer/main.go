@@ -25,7 +25,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer p.Pool.Close()
+	defer p.Close()
 
 	executor, err := bootstrap.NewExecutor(p.Config, p.Pool, p.Logger, p.Registry)
 	if err != nil {

@@ -32,6 +32,11 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := bootstrap.Trace(ctx, "enqueuer")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	logger, pool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(once))
 	if err != nil {
 		return err

@@ -25,7 +25,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer p.Pool.Close()
+	defer p.Close()
 
 	r := reaper.New(p.Pool, p.Logger, reaper.Config{
 		ReapAfter: p.Config.ReapAfter,

@@ -36,6 +36,11 @@ func run(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	cfg.PoolMaxConnsAtLeast = workers.PoolMaxConns(cfg.WorkerConcurrency)
+	stopTracing, err := bootstrap.Trace(ctx, "worker")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	logger, pool, err := bootstrap.Open(ctx, cfg, bootstrap.LogOutput(once))
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/stripe/stripe-go/v76/client"
 
 	"github.com/rocketrides/rocketrides/internal/metrics"
+	"github.com/rocketrides/rocketrides/internal/telemetry"
 )
 
 // Config says which Stripe to talk to and how patiently.
@@ -60,7 +61,8 @@ func New(cfg Config) *client.API {
 	if cfg.Metrics != nil {
 		transport = cfg.Metrics.Transport(transport)
 	}
-	transport = knownLength{next: transport}
+	// Outermost, so that a traced call's span covers the whole request.
+	transport = telemetry.Transport(knownLength{next: transport})
 	backendConfig := &stripe.BackendConfig{
 		HTTPClient:        &http.Client{Timeout: cmp.Or(cfg.Timeout, TimeoutDefault), Transport: transport},
 		MaxNetworkRetries: stripe.Int64(0),

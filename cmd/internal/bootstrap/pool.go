@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/rocketrides/rocketrides/internal/telemetry"
 	"github.com/rocketrides/rocketrides/migrations"
 	"github.com/rocketrides/rocketrides/models"
 )
@@ -97,6 +98,9 @@ func OpenPool(ctx context.Context, cfg *Config, logger *slog.Logger) (*pgxpool.P
 		},
 	}
 	conn.DialFunc = dialer.DialContext
+	if tracer := telemetry.PgxTracer(); tracer != nil {
+		conn.Tracer = tracer
+	}
 	// Citus reports a serialization failure found at COMMIT in a WARNING before the error.
 	conn.OnNotice = models.RecordSerializationWarnings
 	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)

@@ -45,11 +45,20 @@ type Process struct {
 
 	// Registry holds the pool's series; the command adds its own before it starts work.
 	Registry *prometheus.Registry
+
+	stopTracing func()
+}
+
+// Close closes the pool and exports the spans still buffered.
+func (p *Process) Close() {
+	p.Pool.Close()
+	p.stopTracing()
 }
 
 // OpenProcess opens what a background command needs before it builds its service: it parses
-// -once (onceUsage says what it does), loads the configuration, and opens the logger, the pool
-// and the metrics registry. Under -once the logger writes to stderr: stdout carries the result.
+// -once (onceUsage says what it does), loads the configuration, sets up traces (Trace), and
+// opens the logger, the pool and the metrics registry. Under -once the logger writes to stderr:
+// stdout carries the result. The command calls Close.
 func OpenProcess(ctx context.Context, name string, args []string, onceUsage string) (*Process, error) {
 	once, err := ParseOnceFlag(name, args, onceUsage)
 	if err != nil {
@@ -59,11 +68,16 @@ func OpenProcess(ctx context.Context, name string, args []string, onceUsage stri
 	if err != nil {
 		return nil, err
 	}
-	logger, pool, err := Open(ctx, cfg, LogOutput(once))
+	stopTracing, err := Trace(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return &Process{Once: once, Config: cfg, Logger: logger, Pool: pool, Registry: NewRegistry(pool)}, nil
+	logger, pool, err := Open(ctx, cfg, LogOutput(once))
+	if err != nil {
+		stopTracing()
+		return nil, err
+	}
+	return &Process{Once: once, Config: cfg, Logger: logger, Pool: pool, Registry: NewRegistry(pool), stopTracing: stopTracing}, nil
 }
 
 // RunService is what every background command does with its service. With once, one pass
