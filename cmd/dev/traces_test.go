@@ -29,9 +29,9 @@ var bannerTraces = regexp.MustCompile(`(?m)^  Traces +(http://127\.0\.0\.1:\d+) 
 
 // TestDevTraces runs dev -traces as a user would: the banner says where Jaeger is, and every
 // process that dev starts is given OTEL_EXPORTER_OTLP_ENDPOINT, the receiver of that same Jaeger:
-// a span sent there with OpenTelemetry's exporter is found at the banner's URL. The banner's
-// command that asks Jaeger for the first ride's trace runs after the ride's booking, with the
-// export lines. Ctrl-C stops Jaeger with the rest.
+// a span sent there with OpenTelemetry's exporter is found at the banner's URL. After the
+// banner's first booking, the banner's trace command finds that ride's trace by its
+// Idempotency-Key. Ctrl-C stops Jaeger with the rest.
 func TestDevTraces(t *testing.T) {
 	t.Parallel()
 	dev := proctest.Build(t, "dev")
@@ -77,9 +77,17 @@ func TestDevTraces(t *testing.T) {
 	w := newWalkthrough(t, p.Output(), nil)
 	var ride struct{ Ride struct{ ID string } }
 	w.curl(t, w.command(t, `-H "Idempotency-Key: my-first-ride-0000000001"`)).require(t, http.StatusCreated, &ride)
-	var answer struct{ Data []json.RawMessage }
-	if out := w.sh.output(t, w.command(t, "/api/traces")); json.Unmarshal([]byte(out), &answer) != nil || answer.Data == nil {
-		t.Fatalf("want the banner's trace command to print Jaeger's answer, got %q", out)
+	traceCommand := w.command(t, "/api/traces")
+	deadline = time.Now().Add(time.Minute)
+	for {
+		out := w.sh.output(t, traceCommand)
+		if keyedSpans(t, out, "my-first-ride-0000000001") == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want the banner's trace command to find the ride's trace by its key, got:\n%s\n%s", out, p.Output())
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	if err := p.SignalGroup(syscall.SIGINT); err != nil {
@@ -89,6 +97,38 @@ func TestDevTraces(t *testing.T) {
 		t.Fatalf("want exit 0 after Ctrl-C, got %d\n%s", code, p.Output())
 	}
 	proctest.CheckNoneRunning(t, procs)
+}
+
+// keyedSpans counts the spans of the API carrying the Idempotency-Key key in out, Jaeger's
+// answer to a query for traces, which must hold one trace at most.
+func keyedSpans(t *testing.T, out, key string) int {
+	t.Helper()
+	var answer struct {
+		Data []struct {
+			Spans []struct {
+				ProcessID string
+				Tags      []struct{ Key, Value any }
+			}
+			Processes map[string]struct{ ServiceName string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &answer); err != nil {
+		t.Fatalf("want Jaeger's answer, got %q: %v", out, err)
+	}
+	if len(answer.Data) > 1 {
+		t.Fatalf("want one trace for the key, got %d:\n%s", len(answer.Data), out)
+	}
+	n := 0
+	for _, trace := range answer.Data {
+		for _, span := range trace.Spans {
+			for _, tag := range span.Tags {
+				if trace.Processes[span.ProcessID].ServiceName == "api" && tag.Key == "rocketrides.idempotency_key" && tag.Value == key {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // environValue returns the value of name in the environment that process pid was started with.
