@@ -78,6 +78,9 @@ type setupOpts struct {
 	// A test that holds a request at a lock while it sends others sets it past what a loaded
 	// machine takes to send them; at the default, the held request can give up first.
 	lockWait time.Duration
+
+	// wrap, if set, wraps the API's handler, as cmd/api does with its traces.
+	wrap func(http.Handler) http.Handler
 }
 
 // testWebhookSecret is the signing secret of the test API's webhook endpoint.
@@ -118,7 +121,11 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if opts.limitsClockStopped {
 		s.StopLimitsClock(time.Now())
 	}
-	server := httptest.NewServer(s.Handler())
+	handler := s.Handler()
+	if opts.wrap != nil {
+		handler = opts.wrap(handler)
+	}
+	server := httptest.NewServer(handler)
 	t.Cleanup(server.Close)
 	return &testBundle{Bundle: b, server: server, logs: logs}
 }

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,11 +40,15 @@ type IdempotencyKey struct {
 	ForeignMutationAttemptedAt *time.Time
 	LastError                  *string
 	UserID                     int64
+
+	// TraceParent is the W3C traceparent of the request that last wrote the key, when it was
+	// traced: a retry's trace links to it.
+	TraceParent *string
 }
 
 const idempotencyKeyColumns = `id, created_at, idempotency_key, last_run_at, locked_at, locked_until, lock_generation,
 	request_method, request_params, request_path, origin_ip, response_code, response_body,
-	recovery_point, stripe_idempotency_key, charge_attempted_at, last_error, user_id`
+	recovery_point, stripe_idempotency_key, charge_attempted_at, last_error, user_id, trace_parent`
 
 // writtenColumns are what a write of a key returns: the columns whose values the database
 // decides (the times, the lock generation) and the stored response in jsonb's own layout, which
@@ -56,6 +61,7 @@ const writtenColumns = `created_at, last_run_at, locked_at, locked_until, lock_g
 func scanWritten(row pgx.Row, key *IdempotencyKey, progress IdempotencyKeyProgress, written *IdempotencyKey) error {
 	*written = *key
 	written.RecoveryPoint, written.ResponseCode = progress.RecoveryPoint, progress.ResponseCode
+	written.TraceParent = cmp.Or(progress.TraceParent, key.TraceParent)
 	return row.Scan(&written.CreatedAt, &written.LastRunAt, &written.LockedAt, &written.LockedUntil,
 		&written.LockGeneration, &written.ForeignMutationAttemptedAt, &written.ResponseBody)
 }
@@ -65,7 +71,8 @@ func scanIdempotencyKey(row interface{ Scan(...any) error }) (*IdempotencyKey, e
 	var k IdempotencyKey
 	if err := row.Scan(&k.ID, &k.CreatedAt, &k.IdempotencyKey, &k.LastRunAt, &k.LockedAt, &k.LockedUntil, &k.LockGeneration,
 		&k.RequestMethod, &k.RequestParams, &k.RequestPath, &k.OriginIP, &k.ResponseCode, &k.ResponseBody,
-		&k.RecoveryPoint, &k.StripeIdempotencyKey, &k.ForeignMutationAttemptedAt, &k.LastError, &k.UserID); err != nil {
+		&k.RecoveryPoint, &k.StripeIdempotencyKey, &k.ForeignMutationAttemptedAt, &k.LastError, &k.UserID,
+		&k.TraceParent); err != nil {
 		return nil, err
 	}
 	return &k, nil
@@ -123,6 +130,10 @@ type IdempotencyKeyProgress struct {
 	// refund) is about to be sent. The write then stamps charge_attempted_at with the
 	// database's now(), unless an earlier attempt stamped it already.
 	ForeignMutationAttempted bool
+
+	// TraceParent is the W3C traceparent of the writing request, nil when it is not traced;
+	// a nil one leaves the key's as it was.
+	TraceParent *string
 }
 
 // LockGenerationFirst is the lock generation of a new key's first lock.
@@ -140,18 +151,18 @@ func IdempotencyKeyInsert(batch *pgx.Batch, key *IdempotencyKey, progress Idempo
 			locked_at, locked_until, lock_generation,
 			request_method, request_params, request_path, origin_ip,
 			recovery_point, response_code, response_body,
-			stripe_idempotency_key, charge_attempted_at, user_id)
+			stripe_idempotency_key, charge_attempted_at, user_id, trace_parent)
 		VALUES ($1, $2,
 			now() + make_interval(secs => $3), now() + make_interval(secs => $4), $5,
 			$6, $7, $8, $9,
 			$10, $11, $12,
-			$13, now() + make_interval(secs => $14), $15)
+			$13, now() + make_interval(secs => $14), $15, $16)
 		RETURNING `+writtenColumns,
 		key.ID, key.IdempotencyKey,
 		secondsIf(unfinished, 0), secondsIf(unfinished, lease.Seconds()), LockGenerationFirst,
 		key.RequestMethod, key.RequestParams, key.RequestPath, key.OriginIP,
 		progress.RecoveryPoint, progress.ResponseCode, progress.ResponseBody,
-		key.StripeIdempotencyKey, secondsIf(progress.ForeignMutationAttempted, 0), key.UserID,
+		key.StripeIdempotencyKey, secondsIf(progress.ForeignMutationAttempted, 0), key.UserID, progress.TraceParent,
 	).QueryRow(func(row pgx.Row) error {
 		if err := scanWritten(row, key, progress, written); err != nil {
 			return fmt.Errorf("error inserting idempotency key: %w", err)
@@ -184,12 +195,13 @@ func IdempotencyKeyRecordProgress(batch *pgx.Batch, key *IdempotencyKey, generat
 			locked_at = CASE WHEN $4 = 'finished' THEN NULL ELSE locked_at END,
 			locked_until = now() + make_interval(secs => $5),
 			response_code = $6, response_body = $7,
-			charge_attempted_at = least(charge_attempted_at, now() + make_interval(secs => $8))
+			charge_attempted_at = least(charge_attempted_at, now() + make_interval(secs => $8)),
+			trace_parent = coalesce($9, trace_parent)
 		WHERE user_id = $1 AND id = $2 AND lock_generation = $3 AND locked_until IS NOT NULL
 		RETURNING `+writtenColumns,
 		key.UserID, key.ID, generation, progress.RecoveryPoint,
 		secondsIf(progress.RecoveryPoint != RecoveryPointFinished, lease.Seconds()),
-		progress.ResponseCode, progress.ResponseBody, secondsIf(progress.ForeignMutationAttempted, 0),
+		progress.ResponseCode, progress.ResponseBody, secondsIf(progress.ForeignMutationAttempted, 0), progress.TraceParent,
 	).QueryRow(func(row pgx.Row) error {
 		err := scanWritten(row, key, progress, written)
 		if errors.Is(err, pgx.ErrNoRows) {

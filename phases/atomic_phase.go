@@ -150,7 +150,7 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, steps steps) error {
 		}
 		from = next.key.RecoveryPoint
 
-		progress := models.IdempotencyKeyProgress{RecoveryPoint: from}
+		progress := models.IdempotencyKeyProgress{RecoveryPoint: from, TraceParent: spans.TraceParent(ctx)}
 		for progress.RecoveryPoint != models.RecoveryPointFinished {
 			at := progress.RecoveryPoint
 			step, ok := steps[at]

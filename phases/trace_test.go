@@ -93,6 +93,7 @@ func TestTraceOfARide(t *testing.T) {
 		t.Errorf("want the failed atomic phase's span marked as an error, got %v", failed.Status)
 	}
 
+	firstTrace := phase1.SpanContext.TraceID()
 	ctx, spansOf = tracedContext(t)
 	b.executor.hooks.inPhase = nil
 	outcome, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
@@ -110,6 +111,11 @@ func TestTraceOfARide(t *testing.T) {
 		if v, _ := attr(phase, spans.SerializableAttempts); v.AsInt64() < 1 {
 			t.Errorf("%s: want its transactions counted, got %d", name, v.AsInt64())
 		}
+	}
+	// The retry found the key the first attempt left, and its trace leads there.
+	resumed := requireSpan(t, retry, "atomic_phase ride_created -> ride_created")
+	if len(resumed.Links) != 1 || resumed.Links[0].SpanContext.TraceID() != firstTrace {
+		t.Errorf("want the retry's first atomic phase linked to the first attempt's trace %s, got %+v", firstTrace, resumed.Links)
 	}
 }
 

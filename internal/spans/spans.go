@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -34,6 +35,9 @@ const (
 	StripeOutcome   = attribute.Key("rocketrides.stripe.outcome")
 	StripeReplayed  = attribute.Key("rocketrides.stripe.replayed")
 	StripeRequestID = attribute.Key("rocketrides.stripe.request_id")
+
+	// LinkedAs says what a link leads to.
+	LinkedAs = attribute.Key("rocketrides.linked_as")
 )
 
 // AtomicPhaseSpanPrefix starts the name of every atomic phase's span; the points it covered
@@ -132,3 +136,30 @@ func StartResumption(ctx context.Context, userID int64, key, from string) (conte
 
 // End records err, if any, on span and ends it.
 func End(span trace.Span, err error) { end(span, err) }
+
+// TraceParent returns the W3C traceparent of the span in ctx, for a key to remember its
+// writer by, or nil when the span records nothing (tracing is off).
+func TraceParent(ctx context.Context) *string {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return nil
+	}
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	tp := carrier.Get("traceparent")
+	return &tp
+}
+
+// LinkEarlierAttempt links the span in ctx to the trace of an earlier attempt of the same
+// request, whose traceparent its key remembers (nil: not traced). A retry's trace then leads to
+// the attempt that left the key where the retry found it.
+func LinkEarlierAttempt(ctx context.Context, traceParent *string) {
+	span := trace.SpanFromContext(ctx)
+	if traceParent == nil || !span.IsRecording() {
+		return
+	}
+	earlier := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(),
+		propagation.MapCarrier{"traceparent": *traceParent}))
+	if earlier.IsValid() && earlier.TraceID() != span.SpanContext().TraceID() {
+		span.AddLink(trace.Link{SpanContext: earlier, Attributes: []attribute.KeyValue{LinkedAs.String("earlier attempt")}})
+	}
+}
