@@ -1,6 +1,8 @@
 // Package jaeger runs Jaeger, the tracing backend, on loopback for development and tests: its
-// all-in-one program receives OTLP over HTTP, keeps the traces in memory, and serves its UI and
-// its query API, each on a free port of its own. Client reads the traces back.
+// all-in-one program receives OTLP over HTTP, keeps the traces in memory, and serves its query
+// API, each on a free port of its own. Client reads the traces back. Built from its Go module,
+// Jaeger has no UI to serve, only a placeholder page: the UI is a JavaScript build that the
+// module does not ship.
 package jaeger
 
 import (
@@ -42,7 +44,7 @@ type Server struct {
 	// takes: an exporter posts to OTLPEndpoint + "/v1/traces".
 	OTLPEndpoint string
 
-	// QueryURL is where its UI and its query API (/api/...) are served.
+	// QueryURL is where its query API (/api/...) is served.
 	QueryURL string
 
 	cmd    *exec.Cmd
@@ -194,7 +196,7 @@ func (s *Server) Stop() error {
 // configTemplate is Jaeger's all-in-one configuration (its built-in one, cmd/jaeger/internal/
 // all-in-one.yaml, with every port moved to a free one on loopback, the receivers that nothing
 // here sends to left out, and its own metrics and tracing off): OTLP over HTTP in, an in-memory
-// store, and the query API and UI.
+// store, and the query API.
 var configTemplate = template.Must(template.New("config.yaml").Parse(`service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
