@@ -1,6 +1,7 @@
 // Package tracing carries a ride's trace from the request that stages a job, through the
 // enqueuer's hand-off to River, to the worker that runs the job, so that one trace shows a ride
-// from the request to the receipt (docs/operations.md, "Traces").
+// from the request to the receipt (docs/operations.md, "A ride's trace, from the request to
+// the receipt").
 //
 // It uses only OpenTelemetry's global API: the process's bootstrap installs a TracerProvider and
 // the W3C TraceContext propagator when tracing is configured, and leaves the no-op globals in
@@ -18,6 +19,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// instrumentationName names this package's tracer, as OpenTelemetry asks: the package path.
+const instrumentationName = "github.com/rocketrides/rocketrides/internal/tracing"
 
 // Enabled reports whether the process traces: whether its bootstrap installed a propagator,
 // which it does exactly when it installs a TracerProvider. River clients are built with
@@ -39,4 +43,13 @@ func Carrier(ctx context.Context) map[string]string {
 		return nil
 	}
 	return carrier
+}
+
+// withRemoteParent returns ctx with the span that carrier names as its parent, so that the next
+// span started on it is that span's child. An empty carrier returns ctx unchanged.
+func withRemoteParent(ctx context.Context, carrier map[string]string) context.Context {
+	if len(carrier) == 0 {
+		return ctx
+	}
+	return otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(carrier))
 }
