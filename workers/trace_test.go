@@ -1,8 +1,6 @@
 package workers
 
 import (
-	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -55,25 +53,7 @@ func TestReceiptJoinsTheRidesTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m, err := mailer.NewSMTP(b.smtp.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	runner, err := NewRunner(Deps{Pool: b.pool, Mailer: m, MailFrom: testMailFrom, Logger: logger},
-		RunnerConfig{StopTimeout: 10 * time.Second, PollInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- runner.Run(runCtx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("error running the runner: %v", err)
-		}
-	}()
+	b.runRunner(t)
 
 	// Two attempts: the first refused by the mail server, the second, River's retry a second
 	// later, delivered.
