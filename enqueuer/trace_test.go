@@ -3,11 +3,13 @@ package enqueuer_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rocketrides/rocketrides/enqueuer"
@@ -34,31 +36,12 @@ func TestHandOffJoinsTheRidesTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// stageUnder stages the receipt of ride rideID as phases does, in the trace of a request span
-	// of its own when traced, and returns that span's context and the staged job's id.
-	stageUnder := func(rideID int64, traced bool) (trace.SpanContext, int64) {
-		ctx := context.Background()
-		if traced {
-			var span trace.Span
-			ctx, span = otel.Tracer("test").Start(ctx, "POST /rides")
-			defer span.End()
-		}
-		encoded, err := json.Marshal(jobargs.SendRideReceipt{RideID: rideID, UserID: testUserID, Amount: 2000, Currency: "usd"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var id int64
-		batch := &pgx.Batch{}
-		models.StagedJobInsert(batch, testUserID, jobargs.SendRideReceiptKind, encoded, tracing.Carrier(ctx))
-		batch.Queue(`SELECT lastval()`).QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
-		if err := b.pool.SendBatch(t.Context(), batch).Close(); err != nil {
-			t.Fatalf("error staging job: %s", err)
-		}
-		return trace.SpanContextFromContext(ctx), id
+	receipt := func(rideID int64) jobargs.SendRideReceipt {
+		return jobargs.SendRideReceipt{RideID: rideID, UserID: testUserID, Amount: 2000, Currency: "usd"}
 	}
-	firstRequest, firstStaged := stageUnder(1, true)
-	secondRequest, secondStaged := stageUnder(2, true)
-	stageUnder(3, false)
+	firstRequest, firstStaged := b.stageUnder(t, jobargs.SendRideReceiptKind, receipt(1), true)
+	secondRequest, secondStaged := b.stageUnder(t, jobargs.SendRideReceiptKind, receipt(2), true)
+	b.stageUnder(t, jobargs.SendRideReceiptKind, receipt(3), false)
 
 	runOnce(t, e, enqueuer.Result{Enqueued: 3})
 
@@ -118,6 +101,50 @@ func TestHandOffJoinsTheRidesTrace(t *testing.T) {
 	if n := len(recorder.Named("river.insert_many")); n != 1 {
 		t.Errorf("want otelriver's span of the batch's one insert, got %d", n)
 	}
+}
+
+// A traced job that River refuses is set aside, and its hand-off span says why; the other job of
+// its batch is handed over without error. Not parallel: it installs the global TracerProvider.
+func TestHandOffOfASetAsideJobSaysWhy(t *testing.T) {
+	recorder := tracingtest.Install(t)
+	b := setup(t)
+	handedOver, _ := b.stageUnder(t, testJobName, map[string]int{"n": 1}, true)
+	refused, _ := b.stageUnder(t, testJobName, map[string]int{"n": 2}, true)
+
+	runOnce(t, b.enqueuer(t, decodeWithPriority9For(2), enqueuer.Config{}), enqueuer.Result{Enqueued: 1, Failed: 1})
+
+	const name = "enqueuer.hand_off " + testJobName
+	if span := recorder.Span(refused.TraceID(), name); span == nil || span.Status.Code != codes.Error ||
+		!strings.Contains(span.Status.Description, "set aside") || !strings.Contains(span.Status.Description, "priority") {
+		t.Errorf("want the refused job's hand-off to say it was set aside for its priority, got %+v", span)
+	}
+	if span := recorder.Span(handedOver.TraceID(), name); span == nil || span.Status.Code == codes.Error {
+		t.Errorf("want the other job's hand-off without error, got %+v", span)
+	}
+}
+
+// stageUnder stages a job as phases does, in the trace of a request span of its own when traced,
+// and returns that span's context and the staged job's id.
+func (b *testBundle) stageUnder(t *testing.T, name string, args any, traced bool) (trace.SpanContext, int64) {
+	t.Helper()
+	ctx := context.Background()
+	if traced {
+		var span trace.Span
+		ctx, span = otel.Tracer("test").Start(ctx, "POST /rides")
+		defer span.End()
+	}
+	encoded, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	batch := &pgx.Batch{}
+	models.StagedJobInsert(batch, testUserID, name, encoded, tracing.Carrier(ctx))
+	batch.Queue(`SELECT lastval()`).QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
+	if err := b.pool.SendBatch(t.Context(), batch).Close(); err != nil {
+		t.Fatalf("error staging job: %s", err)
+	}
+	return trace.SpanContextFromContext(ctx), id
 }
 
 func hasAttribute(attrs []attribute.KeyValue, want attribute.KeyValue) bool {
