@@ -36,7 +36,7 @@ func continueJobTrace(ctx context.Context, job *rivertype.JobRow, doInner func(c
 }
 
 // metadataCarrier reads the propagator's fields from the top level of a River job's metadata;
-// nil when there are none, or the metadata is no JSON object.
+// empty when there are none, nil when the metadata is no JSON object.
 func metadataCarrier(metadata []byte) map[string]string {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(metadata, &fields) != nil {
