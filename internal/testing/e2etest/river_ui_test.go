@@ -41,7 +41,8 @@ const (
 // A request without the login is refused. A ride is booked through the API, and the UI lists
 // its receipt job, completed. A second receipt job, whose only attempt the mail server refused,
 // is discarded by River; the test opens it in the UI and clicks Retry, and the job runs again
-// and sends its receipt. No page shown holds the API token secret, the webhook secret, the
+// and sends its receipt. A second UI, under a path prefix as a reverse proxy routes it, lists the
+// job too. No page shown holds the API token secret, the webhook secret, the
 // rider's token, the UI's password or the card the rider was made with.
 func TestRiverUIInBrowser(t *testing.T) {
 	t.Parallel()
@@ -152,7 +153,17 @@ func TestRiverUIInBrowser(t *testing.T) {
 	}
 	browse(t, browser, fmt.Sprintf("%s/jobs/%d", uiURL, failedJob), "Completed", secrets)
 
+	// Under a path prefix, as a reverse proxy routes it, the pages load their scripts and ask
+	// the API under the prefix.
+	prefixPort := proctest.FreePort(t)
+	prefixed := startProcfileLine(t, "ui", append(env, fmt.Sprintf("PORT=%d", prefixPort), "UI_PATH_PREFIX=/ops/river",
+		"UI_USERNAME="+uiUsername, "UI_PASSWORD="+uiPassword))
+	prefixURL := fmt.Sprintf("http://127.0.0.1:%d/ops/river", prefixPort)
+	proctest.WaitHTTP(t, prefixed, fmt.Sprintf("http://%s:%s@127.0.0.1:%d/ops/river/api/health-checks/complete", uiUsername, uiPassword, prefixPort), 60*time.Second)
+	browse(t, browser, prefixURL+"/jobs?state=completed", booked.Ride.ID, secrets)
+
 	ui.Terminate(t, 15*time.Second)
+	prefixed.Terminate(t, 15*time.Second)
 }
 
 // browseTimeout bounds one page's load and render, seconds on a loaded machine.
