@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -110,17 +109,9 @@ func checkUI(t *testing.T, output, rideID string) {
 	if m == nil {
 		t.Fatalf("the banner says nowhere where River's UI is:\n%s", output)
 	}
-	resp, err := http.Get(m[1] + "api/jobs?state=completed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `\"ride_id\": \"`+rideID+`\"`) {
-		t.Fatalf("want River's UI at %s to list the receipt job of ride %s, got %d: %s", m[1], rideID, resp.StatusCode, body)
+	status, body := proctest.Get(t, m[1]+"api/jobs?state=completed")
+	if status != http.StatusOK || !strings.Contains(body, `\"ride_id\": \"`+rideID+`\"`) {
+		t.Fatalf("want River's UI at %s to list the receipt job of ride %s, got %d: %s", m[1], rideID, status, body)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"net/http"
@@ -388,17 +387,9 @@ func checkProcfileUI(t *testing.T, manager *proctest.Process, port int, rideID s
 	if !hasLine(manager.Output(), "ui.1", "UI: serving River's UI", fmt.Sprintf("url=http://127.0.0.1:%d/", uiPort)) {
 		t.Fatalf("want River's UI on 127.0.0.1:%d:\n%s", uiPort, manager.Output())
 	}
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/jobs?state=completed", uiPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `\"ride_id\": \"`+rideID+`\"`) {
-		t.Fatalf("want River's UI to list the receipt job of ride %s, got %d: %s", rideID, resp.StatusCode, body)
+	status, body := proctest.Get(t, fmt.Sprintf("http://127.0.0.1:%d/api/jobs?state=completed", uiPort))
+	if status != http.StatusOK || !strings.Contains(body, `\"ride_id\": \"`+rideID+`\"`) {
+		t.Fatalf("want River's UI to list the receipt job of ride %s, got %d: %s", rideID, status, body)
 	}
 }
 
