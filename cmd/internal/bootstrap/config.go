@@ -51,7 +51,8 @@ type Config struct {
 	// LogLevel (LOG_LEVEL, default "info") is debug, info, warn or error.
 	LogLevel slog.Level
 
-	// Port (PORT, default 5004, api.PortDefault) is the API's listening port.
+	// Port (PORT, default 5004, api.PortDefault) is the API's listening port, and River's UI's
+	// when UI_ADDR is unset: a Procfile manager gives each process a PORT of its own.
 	Port int
 
 	// TrustedProxies (TRUSTED_PROXIES, default unset) are the load balancers in front of the
