@@ -25,6 +25,7 @@ type bannerData struct {
 	Rider        *supervisor.Rider
 	Declined     *supervisor.Rider
 	Metrics      []metricsEndpoint
+	UIURL        string // River's UI
 }
 
 // bannerTemplate is printed once everything it names answers. Its export lines are what admin,
@@ -36,6 +37,7 @@ Rocket Rides is running.
 
   API          {{.APIURL}}
   Stripe       {{.StripeURL}} (stand-in)
+  River's UI   {{.UIURL}} (background jobs: receipts sent, failed, retried)
 {{- if .MonitorURL}}
   Database     highly available: a primary and its synchronous standby, which the
                pg_auto_failover monitor promotes if the primary is lost. Which is which:
