@@ -8,7 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
-	"github.com/rocketrides/rocketrides/internal/spans"
+	"github.com/rocketrides/rocketrides/internal/tracing"
 )
 
 // routeUnmatched is the route label of requests that matched no route, so that scanners
@@ -37,7 +37,7 @@ func (s *Server) measureRequests(next http.Handler) http.Handler {
 		if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePattern() != "" {
 			route = rctx.RoutePattern()
 		}
-		spans.SetRoute(r.Context(), r.Method, route)
+		tracing.SetRoute(r.Context(), r.Method, route)
 		s.metrics.HTTPRequests.WithLabelValues(route, strconv.Itoa(ww.Status())).Inc()
 		s.metrics.HTTPRequestDuration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	})

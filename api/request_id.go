@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/rocketrides/rocketrides/internal/requestid"
-	"github.com/rocketrides/rocketrides/internal/spans"
+	"github.com/rocketrides/rocketrides/internal/tracing"
 )
 
 // requestIDHeader names a request both ways: a client (or the proxy in front of the API) may send
@@ -62,7 +62,7 @@ func (s *Server) assignRequestID(next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set(requestIDHeader, id)
-		spans.SetRequestID(r.Context(), id)
+		tracing.SetRequestID(r.Context(), id)
 		next.ServeHTTP(w, r.WithContext(requestid.NewContext(r.Context(), id)))
 	})
 }

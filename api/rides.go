@@ -14,7 +14,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/metrics"
 	"github.com/rocketrides/rocketrides/internal/problem"
-	"github.com/rocketrides/rocketrides/internal/spans"
+	"github.com/rocketrides/rocketrides/internal/tracing"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 	"github.com/rocketrides/rocketrides/phases/resource"
@@ -51,7 +51,7 @@ func (s *Server) serveKeyed(w http.ResponseWriter, r *http.Request, budget *ride
 		defer cancel()
 		defer context.AfterFunc(s.workCtx, cancel)()
 		user := userFrom(r.Context())
-		spans.SetKey(r.Context(), user.ID, key)
+		tracing.SetKey(r.Context(), user.ID, key)
 		outcome, apiErr = run(ctx, phases.KeyedRequest{
 			User:           user,
 			IdempotencyKey: key,

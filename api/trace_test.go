@@ -4,52 +4,36 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/rocketrides/rocketrides/internal/spans"
 	"github.com/rocketrides/rocketrides/internal/testing/ridetest"
+	"github.com/rocketrides/rocketrides/internal/testing/tracingtest"
+	"github.com/rocketrides/rocketrides/internal/tracing"
 )
 
-// OpenTelemetry's global provider takes its first SDK for good: the package's tests share one
-// exporter, and each reads only the traces of its own requests.
-var (
-	traceOnce     sync.Once
-	traceExporter *tracetest.InMemoryExporter
-)
-
-func tracedSetup(t *testing.T) *testBundle {
-	traceOnce.Do(func() {
-		traceExporter = tracetest.NewInMemoryExporter()
-		otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(traceExporter)))
-	})
-	return setup(t, setupOpts{wrap: func(h http.Handler) http.Handler { return otelhttp.NewHandler(h, "api") }})
+// tracedSetup is setup with the API's handler traced as cmd/api traces it, into an SDK that
+// records in memory: no other test of the package may run meanwhile.
+func tracedSetup(t *testing.T) (*testBundle, *tracingtest.Recorder) {
+	rec := tracingtest.Install(t)
+	return setup(t, setupOpts{wrap: func(h http.Handler) http.Handler { return otelhttp.NewHandler(h, "api") }}), rec
 }
 
 // traceOf returns the spans of the trace whose server span is name and holds attr.
-func traceOf(t *testing.T, name string, attr attribute.KeyValue) tracetest.SpanStubs {
+func traceOf(t *testing.T, rec *tracingtest.Recorder, name string, attr attribute.KeyValue) tracetest.SpanStubs {
 	t.Helper()
-	all := traceExporter.GetSpans()
+	all := rec.Named(name)
 	i := slices.IndexFunc(all, func(s tracetest.SpanStub) bool {
 		return s.Name == name && slices.Contains(s.Attributes, attr)
 	})
 	if i < 0 {
 		t.Fatalf("no span %s with %v", name, attr)
 	}
-	var stubs tracetest.SpanStubs
-	for _, s := range all {
-		if s.SpanContext.TraceID() == all[i].SpanContext.TraceID() {
-			stubs = append(stubs, s)
-		}
-	}
-	return stubs
+	return rec.Spans(all[i].SpanContext.TraceID())
 }
 
 // TestTraces: the cancel and the webhook are traced as the booking is: the cancel's server span
@@ -57,8 +41,7 @@ func traceOf(t *testing.T, name string, attr attribute.KeyValue) tracetest.SpanS
 // between them, and the webhook's server span. No span holds the rider's token, the webhook's
 // secret or signature, or the Stripe key.
 func TestTraces(t *testing.T) {
-	t.Parallel()
-	b := tracedSetup(t)
+	b, rec := tracedSetup(t)
 	const cancelKey = "cancel-traced-000000001"
 	booked := b.postRide(t, b.Rider, "ride-traced-0000000001", testBody).rideCreated(t).Ride
 	b.cancelRide(t, b.Rider, cancelKey, booked.ID).requireStatus(t, 200)
@@ -66,8 +49,8 @@ func TestTraces(t *testing.T) {
 	b.postEvent(t, stripeEvent("evt_traced_dispute", "charge.dispute.created", dispute(*disputed.StripeChargeID)),
 		testWebhookSecret, time.Now()).requireStatus(t, 200)
 
-	booking := traceOf(t, "POST /rides", spans.IdempotencyKey.String("ride-traced-0000000001"))
-	cancel := traceOf(t, "POST /rides/{id}/cancel", spans.IdempotencyKey.String(cancelKey))
+	booking := traceOf(t, rec, "POST /rides", tracing.IdempotencyKey.String("ride-traced-0000000001"))
+	cancel := traceOf(t, rec, "POST /rides/{id}/cancel", tracing.IdempotencyKey.String(cancelKey))
 	var names []string
 	for _, s := range cancel {
 		if !strings.HasPrefix(s.Name, "postgres") {
@@ -75,20 +58,17 @@ func TestTraces(t *testing.T) {
 		}
 	}
 	if !slices.Contains(names, "foreign_mutation refund") || !slices.ContainsFunc(names, func(n string) bool {
-		return strings.HasPrefix(n, spans.AtomicPhaseSpanPrefix+" ")
+		return strings.HasPrefix(n, tracing.AtomicPhaseSpanPrefix+" ")
 	}) {
 		t.Errorf("want the cancel's trace to hold its atomic phases and the refund, got %v", names)
 	}
-	if !slices.ContainsFunc(cancel, func(s tracetest.SpanStub) bool { return slices.Contains(s.Attributes, spans.UserID.Int64(b.Rider.ID)) }) {
+	if !slices.ContainsFunc(cancel, func(s tracetest.SpanStub) bool {
+		return slices.Contains(s.Attributes, tracing.UserID.Int64(b.Rider.ID))
+	}) {
 		t.Error("want the cancel's trace to name its rider")
 	}
 
-	var webhook tracetest.SpanStubs
-	for _, s := range traceExporter.GetSpans() {
-		if s.Name == "POST /webhooks/stripe" {
-			webhook = append(webhook, s)
-		}
-	}
+	webhook := rec.Named("POST /webhooks/stripe")
 	if len(webhook) == 0 {
 		t.Fatal("no span of the webhook")
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/rocketrides/rocketrides/internal/maintenance"
 	"github.com/rocketrides/rocketrides/internal/metrics"
-	"github.com/rocketrides/rocketrides/internal/spans"
+	"github.com/rocketrides/rocketrides/internal/tracing"
 	"github.com/rocketrides/rocketrides/models"
 	"github.com/rocketrides/rocketrides/phases"
 )
@@ -225,8 +225,8 @@ func (c *Completer) runOnce(ctx context.Context) (*Result, int, error) {
 // complete runs key's request to its end as its client would have: as the key's user, with the
 // stored parameters and origin IP. done is false when someone else had finished it meanwhile.
 func (c *Completer) complete(ctx context.Context, key *models.IdempotencyKey) (done bool, err error) {
-	ctx, span := spans.StartResumption(ctx, key.UserID, key.IdempotencyKey, string(key.RecoveryPoint))
-	defer func() { spans.End(span, err) }()
+	ctx, span := tracing.StartResumption(ctx, key.UserID, key.IdempotencyKey, string(key.RecoveryPoint))
+	defer func() { tracing.End(span, err) }()
 	user, err := models.UserGetByID(ctx, c.pool, key.UserID)
 	if err != nil {
 		return false, err

@@ -4,31 +4,27 @@ import (
 	"strings"
 	"testing"
 
-	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/rocketrides/rocketrides/internal/spans"
+	"github.com/rocketrides/rocketrides/internal/testing/tracingtest"
+	"github.com/rocketrides/rocketrides/internal/tracing"
 	"github.com/rocketrides/rocketrides/models"
 )
 
 // TestResumptionIsTraced: the completer's run of an abandoned request is a trace of its own,
 // found by the request's Idempotency-Key, that holds the atomic phases and the charge it ran.
 func TestResumptionIsTraced(t *testing.T) {
-	// OpenTelemetry's global provider takes its first SDK for good: this is the package's only
-	// test that installs one.
-	exporter := tracetest.NewInMemoryExporter()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter)))
+	rec := tracingtest.Install(t)
 
 	b := setup(t)
 	key := b.abandon(t, b.Rider, models.RecoveryPointRideCreated)
 	b.runOnce(t, b.completer, Result{Succeeded: 1})
 
 	var root *tracetest.SpanStub
-	all := exporter.GetSpans()
+	all := rec.Named("completer.resume")
 	for i, s := range all {
 		for _, kv := range s.Attributes {
-			if s.Name == "completer.resume" && kv.Key == spans.IdempotencyKey && kv.Value.AsString() == key.IdempotencyKey {
+			if s.Name == "completer.resume" && kv.Key == tracing.IdempotencyKey && kv.Value.AsString() == key.IdempotencyKey {
 				root = &all[i]
 			}
 		}
@@ -40,8 +36,8 @@ func TestResumptionIsTraced(t *testing.T) {
 		t.Error("want the resumption to start a trace of its own")
 	}
 	var names []string
-	for _, s := range all {
-		if s.SpanContext.TraceID() == root.SpanContext.TraceID() && s.Name != root.Name && !strings.HasPrefix(s.Name, "postgres") {
+	for _, s := range rec.Spans(root.SpanContext.TraceID()) {
+		if s.Name != root.Name && !strings.HasPrefix(s.Name, "postgres") {
 			names = append(names, s.Name)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/rocketrides/rocketrides/internal/jobargs"
 	"github.com/rocketrides/rocketrides/internal/maintenance"
 	"github.com/rocketrides/rocketrides/internal/metrics"
+	"github.com/rocketrides/rocketrides/internal/tracing"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -227,7 +228,7 @@ func (e *Enqueuer) lock(ctx context.Context, tx pgx.Tx) ([]*models.StagedJob, er
 	return jobs, err
 }
 
-func (e *Enqueuer) runOnce(ctx context.Context) (*Result, []*failure, error) {
+func (e *Enqueuer) runOnce(ctx context.Context) (res *Result, setAside []*failure, err error) {
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("error beginning transaction: %w", err)
@@ -242,11 +243,14 @@ func (e *Enqueuer) runOnce(ctx context.Context) (*Result, []*failure, error) {
 		return &Result{}, nil, nil
 	}
 
-	ids, failures, err := e.insert(ctx, tx, stagedJobs)
+	var handOffs tracing.HandOffs
+	defer func() { handOffs.End(err) }()
+	ids, failures, err := e.insert(ctx, tx, stagedJobs, &handOffs)
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, f := range failures {
+		handOffs.SetAside(f.stagedJob.ID, f.err)
 		if err := models.StagedJobMarkFailed(ctx, tx, f.stagedJob.ID, f.err.Error()); err != nil {
 			return nil, nil, err
 		}
@@ -275,7 +279,11 @@ func (e *Enqueuer) runOnce(ctx context.Context) (*Result, []*failure, error) {
 // River took, and the staged jobs that River will never take: those that do not decode, and those
 // that River refuses for what they are (see jobsOwnFault). Any other error is returned, and the
 // batch fails with it.
-func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, stagedJobs []*models.StagedJob) (ids []int64, failures []*failure, err error) {
+//
+// Each job's hand-off starts in handOffs, a child of the request that staged the job, and the
+// job's metadata carries the hand-off on to the worker. The batch stays one insert: each job
+// carries its own ride's trace context, not the batch's.
+func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, stagedJobs []*models.StagedJob, handOffs *tracing.HandOffs) (ids []int64, failures []*failure, err error) {
 	params := make([]river.InsertManyParams, 0, len(stagedJobs))
 	decoded := make([]*models.StagedJob, 0, len(stagedJobs))
 	for _, j := range stagedJobs {
@@ -285,6 +293,9 @@ func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, stagedJobs []*models.S
 		}
 		if err == nil {
 			opts, err = withStagedAt(opts, j.CreatedAt)
+		}
+		if err == nil {
+			opts.Metadata, err = handOffs.Start(ctx, j.ID, j.UserID, j.JobName, j.TraceContext, opts.Metadata)
 		}
 		if err != nil {
 			failures = append(failures, &failure{stagedJob: j, err: fmt.Errorf("error decoding staged job: %w", err)})

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/rocketrides/rocketrides/internal/tracing"
 )
 
 // InsertNotifyCooldown is the shortest time between two of the enqueuer's notifications to
@@ -27,6 +29,7 @@ func NewRiverClient(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.
 		// notifications it sends.
 		FetchCooldown: InsertNotifyCooldown,
 		Logger:        logger,
+		Plugins:       tracing.RiverPlugins(), // an insert span per batch when tracing
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error creating River client: %w", err)

@@ -99,7 +99,7 @@ func (b *testBundle) stage(t *testing.T, name string, args any) *models.StagedJo
 	}
 	var j models.StagedJob
 	batch := &pgx.Batch{}
-	models.StagedJobInsert(batch, testUserID, name, encoded)
+	models.StagedJobInsert(batch, testUserID, name, encoded, nil)
 	batch.Queue(`SELECT id, created_at, job_name, job_args FROM staged_jobs WHERE id = lastval()`).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&j.ID, &j.CreatedAt, &j.JobName, &j.JobArgs) })
 	if err := b.pool.SendBatch(t.Context(), batch).Close(); err != nil {
@@ -121,7 +121,7 @@ func (b *testBundle) stageQuietly(t *testing.T, name string, args any) {
 		t.Fatal(err)
 	}
 	batch := &pgx.Batch{}
-	models.StagedJobInsert(batch, testUserID, name, encoded)
+	models.StagedJobInsert(batch, testUserID, name, encoded, nil)
 	if err := b.pool.SendBatch(t.Context(), batch).Close(); err != nil {
 		t.Fatalf("error staging job: %s", err)
 	}

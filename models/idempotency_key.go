@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // IdempotencyKeyUniqueConstraint is the unique index on (user_id, idempotency_key), from
@@ -132,7 +133,7 @@ type IdempotencyKeyProgress struct {
 	ForeignMutationAttempted bool
 
 	// TraceParent is the W3C traceparent of the writing request, nil when it is not traced;
-	// a nil one leaves the key's as it was.
+	// a nil one leaves the key's as it was (queueTraceParent).
 	TraceParent *string
 }
 
@@ -151,24 +152,36 @@ func IdempotencyKeyInsert(batch *pgx.Batch, key *IdempotencyKey, progress Idempo
 			locked_at, locked_until, lock_generation,
 			request_method, request_params, request_path, origin_ip,
 			recovery_point, response_code, response_body,
-			stripe_idempotency_key, charge_attempted_at, user_id, trace_parent)
+			stripe_idempotency_key, charge_attempted_at, user_id)
 		VALUES ($1, $2,
 			now() + make_interval(secs => $3), now() + make_interval(secs => $4), $5,
 			$6, $7, $8, $9,
 			$10, $11, $12,
-			$13, now() + make_interval(secs => $14), $15, $16)
+			$13, now() + make_interval(secs => $14), $15)
 		RETURNING `+writtenColumns,
 		key.ID, key.IdempotencyKey,
 		secondsIf(unfinished, 0), secondsIf(unfinished, lease.Seconds()), LockGenerationFirst,
 		key.RequestMethod, key.RequestParams, key.RequestPath, key.OriginIP,
 		progress.RecoveryPoint, progress.ResponseCode, progress.ResponseBody,
-		key.StripeIdempotencyKey, secondsIf(progress.ForeignMutationAttempted, 0), key.UserID, progress.TraceParent,
+		key.StripeIdempotencyKey, secondsIf(progress.ForeignMutationAttempted, 0), key.UserID,
 	).QueryRow(func(row pgx.Row) error {
 		if err := scanWritten(row, key, progress, written); err != nil {
 			return fmt.Errorf("error inserting idempotency key: %w", err)
 		}
 		return nil
 	})
+	queueTraceParent(batch, key, progress)
+}
+
+// queueTraceParent queues on batch, after a write of key, the write of the writer's traceparent,
+// when it is traced. A statement of its own, so that an untraced request sends the statements it
+// sent before tracing: one parameter more pushed the batch past pgx's write buffer, a copy more
+// on every ride.
+func queueTraceParent(batch *pgx.Batch, key *IdempotencyKey, progress IdempotencyKeyProgress) {
+	if progress.TraceParent != nil {
+		batch.Queue(`UPDATE idempotency_keys SET trace_parent = $3 WHERE user_id = $1 AND id = $2`,
+			key.UserID, key.ID, *progress.TraceParent).Exec(func(pgconn.CommandTag) error { return nil })
+	}
 }
 
 // secondsIf returns secs when on holds, and nil otherwise. The writes here set a time as
@@ -195,13 +208,12 @@ func IdempotencyKeyRecordProgress(batch *pgx.Batch, key *IdempotencyKey, generat
 			locked_at = CASE WHEN $4 = 'finished' THEN NULL ELSE locked_at END,
 			locked_until = now() + make_interval(secs => $5),
 			response_code = $6, response_body = $7,
-			charge_attempted_at = least(charge_attempted_at, now() + make_interval(secs => $8)),
-			trace_parent = coalesce($9, trace_parent)
+			charge_attempted_at = least(charge_attempted_at, now() + make_interval(secs => $8))
 		WHERE user_id = $1 AND id = $2 AND lock_generation = $3 AND locked_until IS NOT NULL
 		RETURNING `+writtenColumns,
 		key.UserID, key.ID, generation, progress.RecoveryPoint,
 		secondsIf(progress.RecoveryPoint != RecoveryPointFinished, lease.Seconds()),
-		progress.ResponseCode, progress.ResponseBody, secondsIf(progress.ForeignMutationAttempted, 0), progress.TraceParent,
+		progress.ResponseCode, progress.ResponseBody, secondsIf(progress.ForeignMutationAttempted, 0),
 	).QueryRow(func(row pgx.Row) error {
 		err := scanWritten(row, key, progress, written)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -212,6 +224,7 @@ func IdempotencyKeyRecordProgress(batch *pgx.Batch, key *IdempotencyKey, generat
 		}
 		return nil
 	})
+	queueTraceParent(batch, key, progress)
 }
 
 // IdempotencyKeyLock locks an unfinished key for a new run, if nobody holds it: it was never

@@ -21,6 +21,15 @@ type StagedJob struct {
 	JobName   string
 	JobArgs   json.RawMessage
 
+	// UserID is the rider the job is for; 0 for a job staged before staged jobs named their
+	// rider (migrations/00012_rider_first.sql).
+	UserID int64
+
+	// TraceContext is the W3C trace context of the request that staged the job, as the global
+	// propagator wrote it (traceparent, tracestate), for the enqueuer to continue the trace; nil
+	// when tracing was off.
+	TraceContext map[string]string
+
 	// FailedAt and LastError say when and why the enqueuer set the job aside (StagedJobMarkFailed);
 	// nil while the job waits to be enqueued.
 	FailedAt  *time.Time
@@ -43,11 +52,21 @@ func StagedJobsNotify(ctx context.Context, db DBTX) error {
 
 // StagedJobInsert queues on batch the staging of a job for rider userID, in the caller's
 // transaction, so that the job exists if and only if that transaction commits. The rider's id
-// puts the row beside the rider's other rows (on Citus, on the same worker).
-func StagedJobInsert(batch *pgx.Batch, userID int64, name string, args json.RawMessage) {
+// puts the row beside the rider's other rows (on Citus, on the same worker). traceContext, the
+// W3C trace context of the request, is stored when there is one. Without one, the statement has
+// no fourth parameter, not even a NULL: that would take a ride's last batch past the 1 KB that
+// pgx keeps as its write buffer, and cost every ride a larger one (BenchmarkCreateRide: 2.5 KB).
+func StagedJobInsert(batch *pgx.Batch, userID int64, name string, args json.RawMessage, traceContext map[string]string) {
+	if len(traceContext) == 0 {
+		batch.Queue(`
+			INSERT INTO staged_jobs (job_name, job_args, user_id)
+			VALUES ($1, $2, $3)`, name, args, userID,
+		).Exec(func(pgconn.CommandTag) error { return nil })
+		return
+	}
 	batch.Queue(`
-		INSERT INTO staged_jobs (job_name, job_args, user_id)
-		VALUES ($1, $2, $3)`, name, args, userID,
+		INSERT INTO staged_jobs (job_name, job_args, user_id, trace_context)
+		VALUES ($1, $2, $3, $4)`, name, args, userID, traceContext,
 	).Exec(func(pgconn.CommandTag) error { return nil })
 }
 
@@ -62,7 +81,7 @@ func StagedJobInsert(batch *pgx.Batch, userID int64, name string, args json.RawM
 // neither such a job nor a failed one can fill the batch and hold up the jobs behind it.
 func StagedJobLockBatch(ctx context.Context, db DBTX, jobNames []string, limit int) ([]*StagedJob, error) {
 	rows, _ := db.Query(ctx, `
-		SELECT id, created_at, job_name, job_args
+		SELECT id, created_at, job_name, job_args, coalesce(user_id, 0), trace_context
 		FROM staged_jobs
 		WHERE failed_at IS NULL AND job_name = ANY($1)
 		ORDER BY id
@@ -95,7 +114,7 @@ func StagedJobLockByRider(ctx context.Context, tx pgx.Tx, jobNames []string, lim
 	var jobs []*StagedJob
 	for _, rider := range riders {
 		batch.Queue(`
-			SELECT id, created_at, job_name, job_args
+			SELECT id, created_at, job_name, job_args, coalesce(user_id, 0), trace_context
 			FROM staged_jobs
 			WHERE user_id = $1 AND id = ANY($2) AND failed_at IS NULL
 			FOR UPDATE SKIP LOCKED`, rider, byRider[rider],
@@ -114,7 +133,7 @@ func StagedJobLockByRider(ctx context.Context, tx pgx.Tx, jobNames []string, lim
 // scanStagedJob reads the columns the lock functions select.
 func scanStagedJob(row pgx.CollectableRow) (*StagedJob, error) {
 	var j StagedJob
-	err := row.Scan(&j.ID, &j.CreatedAt, &j.JobName, &j.JobArgs)
+	err := row.Scan(&j.ID, &j.CreatedAt, &j.JobName, &j.JobArgs, &j.UserID, &j.TraceContext)
 	return &j, err
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
-	"github.com/rocketrides/rocketrides/internal/spans"
+	"github.com/rocketrides/rocketrides/internal/tracing"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -127,7 +127,7 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, steps steps) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.config.PhaseTimeout)
 	defer cancel()
-	ctx, span := spans.StartAtomicPhase(ctx)
+	ctx, span := tracing.StartAtomicPhase(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var (
@@ -150,7 +150,7 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, steps steps) error {
 		}
 		from = next.key.RecoveryPoint
 
-		progress := models.IdempotencyKeyProgress{RecoveryPoint: from, TraceParent: spans.TraceParent(ctx)}
+		progress := models.IdempotencyKeyProgress{RecoveryPoint: from, TraceParent: tracing.TraceParent(ctx)}
 		for progress.RecoveryPoint != models.RecoveryPointFinished {
 			at := progress.RecoveryPoint
 			step, ok := steps[at]
@@ -183,7 +183,7 @@ func (e *Executor) atomicPhase(ctx context.Context, r *run, steps steps) error {
 		})
 		return nil
 	})
-	spans.EndAtomicPhase(span, string(from), string(written.RecoveryPoint), attempts, err)
+	tracing.EndAtomicPhase(span, string(from), string(written.RecoveryPoint), attempts, err)
 	if from != "" {
 		e.config.Metrics.PhaseDuration.WithLabelValues(string(from)).Observe(time.Since(began).Seconds())
 	}

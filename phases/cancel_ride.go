@@ -167,7 +167,7 @@ func (e *Executor) stageRefundReceipt(ctx context.Context, tx *phaseTx, r *run) 
 	if r.ride.StripeRefundAmount != nil {
 		amount = *r.ride.StripeRefundAmount
 	}
-	err := stageJob(tx, r, jobargs.SendRefundReceipt{RideID: r.ride.ID, UserID: r.key.UserID, Amount: amount, Currency: RideCurrency})
+	err := stageJob(ctx, tx, r, jobargs.SendRefundReceipt{RideID: r.ride.ID, UserID: r.key.UserID, Amount: amount, Currency: RideCurrency})
 	if err != nil {
 		return nil, err
 	}

@@ -96,7 +96,7 @@ func (e *Executor) stageReceipt(ctx context.Context, tx *phaseTx, r *run) (Phase
 	if r.ride.StripeChargeID == nil {
 		return nil, fmt.Errorf("bug: ride %d has no charge at %s", r.ride.ID, models.RecoveryPointChargeCreated)
 	}
-	err := stageJob(tx, r, jobargs.SendRideReceipt{RideID: r.ride.ID, UserID: r.key.UserID, Amount: RideAmountCents, Currency: RideCurrency})
+	err := stageJob(ctx, tx, r, jobargs.SendRideReceipt{RideID: r.ride.ID, UserID: r.key.UserID, Amount: RideAmountCents, Currency: RideCurrency})
 	if err != nil {
 		return nil, err
 	}

@@ -10,18 +10,21 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rocketrides/rocketrides/internal/tracing"
 	"github.com/rocketrides/rocketrides/models"
 )
 
 // stageJob stages a job (a receipt) in staged_jobs, in the phase's transaction: the job exists
 // if and only if the phase commits. The enqueuer hands it to River once it is committed, woken
-// by runRequest through stagedJobsNotifier.
-func stageJob(tx *phaseTx, r *run, args interface{ Kind() string }) error {
+// by runRequest through stagedJobsNotifier. The job carries the trace context of ctx's span,
+// the request's, so that the enqueuer's hand-off and the worker's job join the request's trace;
+// with tracing off it carries none, and staging it costs nothing more (tracing.Carrier).
+func stageJob(ctx context.Context, tx *phaseTx, r *run, args interface{ Kind() string }) error {
 	encoded, err := json.Marshal(args)
 	if err != nil {
 		return fmt.Errorf("error encoding %s job: %w", args.Kind(), err)
 	}
-	models.StagedJobInsert(&tx.Writes, r.key.UserID, args.Kind(), encoded)
+	models.StagedJobInsert(&tx.Writes, r.key.UserID, args.Kind(), encoded, tracing.Carrier(ctx))
 	r.staged = true
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/stripe/stripe-go/v76"
 
 	"github.com/rocketrides/rocketrides/internal/problem"
-	"github.com/rocketrides/rocketrides/internal/spans"
+	"github.com/rocketrides/rocketrides/internal/tracing"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -132,9 +132,9 @@ func (e *Executor) prepareStripeCall(ctx context.Context, tx *phaseTx, r *run) (
 // Stripe made the charge or refund.
 func (e *Executor) callStripe(ctx context.Context, r *run) error {
 	start := time.Now()
-	ctx, span := spans.StartForeignMutation(ctx, r.req.mutation.name)
+	ctx, span := tracing.StartForeignMutation(ctx, r.req.mutation.name)
 	answer := r.req.send(ctx, r)
-	spans.EndForeignMutation(span, string(answer.outcome), answer.header(), answer.failure)
+	tracing.EndForeignMutation(span, string(answer.outcome), answer.header(), answer.failure)
 	e.logStripeCall(ctx, r, answer, time.Since(start))
 	if e.hooks.afterStripeCall != nil {
 		e.hooks.afterStripeCall(ctx)

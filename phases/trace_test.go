@@ -8,41 +8,22 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/rocketrides/rocketrides/internal/spans"
+	"github.com/rocketrides/rocketrides/internal/testing/tracingtest"
+	"github.com/rocketrides/rocketrides/internal/tracing"
 	"github.com/rocketrides/rocketrides/models"
 )
 
-// The spans of this package's tests, in memory. OpenTelemetry's global provider takes its
-// first SDK for good, so every test of the package shares the one exporter, and each reads only
-// the spans of its own trace.
-var (
-	traceOnce     sync.Once
-	traceExporter *tracetest.InMemoryExporter
-)
-
-// tracedContext returns a context holding a root span of a trace of the test's own, and the
-// function that lists the spans of that trace that have ended.
-func tracedContext(t *testing.T) (context.Context, func() tracetest.SpanStubs) {
+// tracedContext installs an SDK (no other test of the package may run meanwhile), and returns a
+// context holding a root span of a trace of the test's own, and the function that lists the
+// spans of that trace that have ended.
+func tracedContext(t *testing.T, rec *tracingtest.Recorder) (context.Context, func() tracetest.SpanStubs) {
 	t.Helper()
-	traceOnce.Do(func() {
-		traceExporter = tracetest.NewInMemoryExporter()
-		otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(traceExporter)))
-	})
 	ctx, root := otel.Tracer("test").Start(context.Background(), t.Name())
 	t.Cleanup(func() { root.End() })
 	id := root.SpanContext().TraceID()
-	return ctx, func() tracetest.SpanStubs {
-		var stubs tracetest.SpanStubs
-		for _, s := range traceExporter.GetSpans() {
-			if s.SpanContext.TraceID() == id {
-				stubs = append(stubs, s)
-			}
-		}
-		return stubs
-	}
+	return ctx, func() tracetest.SpanStubs { return rec.Spans(id) }
 }
 
 func attr(s tracetest.SpanStub, key attribute.Key) (attribute.Value, bool) {
@@ -67,20 +48,20 @@ func spanNames(stubs tracetest.SpanStubs) []string {
 // span of its own, with its outcome and whether Stripe replayed it. A retry after the charge was
 // made but not recorded shows Stripe's replay.
 func TestTraceOfARide(t *testing.T) {
-	t.Parallel()
+	rec := tracingtest.Install(t)
 	b := setup(t)
 
-	ctx, spansOf := tracedContext(t)
+	ctx, spansOf := tracedContext(t, rec)
 	b.executor.hooks.inPhase = failChargeRecordOnce(b)
 	if _, err := b.executor.CreateRide(ctx, newRequest(b.Rider)); err == nil {
 		t.Fatal("want the first attempt to fail recording its charge")
 	}
 	first := spansOf()
 	charge := requireSpan(t, first, "foreign_mutation charge")
-	if v, _ := attr(charge, spans.StripeOutcome); v.AsString() != string(StripeCharged) {
+	if v, _ := attr(charge, tracing.StripeOutcome); v.AsString() != string(StripeCharged) {
 		t.Errorf("first charge: want outcome %q, got %q", StripeCharged, v.AsString())
 	}
-	if v, ok := attr(charge, spans.StripeReplayed); !ok || v.AsBool() {
+	if v, ok := attr(charge, tracing.StripeReplayed); !ok || v.AsBool() {
 		t.Errorf("first charge: want replayed=false, got %v (set: %v)", v.AsBool(), ok)
 	}
 	phase1 := requireSpan(t, first, "atomic_phase started -> ride_created")
@@ -94,21 +75,21 @@ func TestTraceOfARide(t *testing.T) {
 	}
 
 	firstTrace := phase1.SpanContext.TraceID()
-	ctx, spansOf = tracedContext(t)
+	ctx, spansOf = tracedContext(t, rec)
 	b.executor.hooks.inPhase = nil
 	outcome, err := b.executor.CreateRide(ctx, newRequest(b.Rider))
 	requireCreated(t, outcome, err)
 	retry := spansOf()
 	charge = requireSpan(t, retry, "foreign_mutation charge")
-	if v, _ := attr(charge, spans.StripeReplayed); !v.AsBool() {
+	if v, _ := attr(charge, tracing.StripeReplayed); !v.AsBool() {
 		t.Errorf("the retry's charge: want replayed=true, Stripe having made it already; spans: %v", spanNames(retry))
 	}
 	for _, name := range []string{"atomic_phase ride_created -> ride_created", "atomic_phase ride_created -> finished"} {
 		phase := requireSpan(t, retry, name)
-		if v, _ := attr(phase, spans.RecoveryPointFrom); v.AsString() != string(models.RecoveryPointRideCreated) {
+		if v, _ := attr(phase, tracing.RecoveryPointFrom); v.AsString() != string(models.RecoveryPointRideCreated) {
 			t.Errorf("%s: want from=ride_created, got %q", name, v.AsString())
 		}
-		if v, _ := attr(phase, spans.SerializableAttempts); v.AsInt64() < 1 {
+		if v, _ := attr(phase, tracing.SerializableAttempts); v.AsInt64() < 1 {
 			t.Errorf("%s: want its transactions counted, got %d", name, v.AsInt64())
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/rocketrides/rocketrides/internal/spans"
+	"github.com/rocketrides/rocketrides/internal/tracing"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -60,7 +60,7 @@ func (e *Executor) upsertIdempotencyKey(ctx context.Context, tx *phaseTx, r *run
 	if err != nil {
 		return false, err
 	}
-	spans.LinkEarlierAttempt(ctx, existing.TraceParent)
+	tracing.LinkEarlierAttempt(ctx, existing.TraceParent)
 
 	// A key names one request: the same key on another route (a booking's key sent with a
 	// cancel, say) is as much a mismatch as other parameters on the same route.

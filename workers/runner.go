@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/rocketrides/rocketrides/internal/mailer"
+	"github.com/rocketrides/rocketrides/internal/tracing"
 	"github.com/rocketrides/rocketrides/models"
 )
 
@@ -139,6 +140,7 @@ func NewRunner(deps Deps, config RunnerConfig) (*Runner, error) {
 		FetchPollInterval:           config.PollInterval,
 		JobTimeout:                  JobTimeout,
 		Logger:                      deps.Logger,
+		Plugins:                     tracing.RiverPlugins(), // each job's work in its ride's trace when tracing
 		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: config.Concurrency}},
 		RescueStuckJobsAfter:        RescueStuckJobsAfter,
 		Workers:                     riverWorkers,

@@ -64,25 +64,7 @@ func TestRunnerRescuesJobsLeftRunning(t *testing.T) {
 	// Still within JobTimeout and SendTimeout: its send may be under way, its record to come.
 	inFlightID := leaveRunning(receiptArgs(inFlight), JobTimeout+mailer.SendTimeout)
 
-	m, err := mailer.NewSMTP(b.smtp.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	runner, err := NewRunner(Deps{Pool: b.pool, Mailer: m, MailFrom: testMailFrom, Logger: logger},
-		RunnerConfig{StopTimeout: 10 * time.Second, PollInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- runner.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("error running the runner: %v", err)
-		}
-	}()
+	b.runRunner(t)
 
 	// The rescuer runs as soon as the runner is elected leader, and the retry comes a second
 	// later; the scheduler makes it available within 5 s.

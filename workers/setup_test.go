@@ -105,6 +105,31 @@ func setupWith(t *testing.T, modify func(b *testBundle, deps *Deps)) *testBundle
 	return b
 }
 
+// runRunner runs a Runner, as a worker process does, on b's database and mail server until the
+// test ends.
+func (b *testBundle) runRunner(t *testing.T) {
+	t.Helper()
+	m, err := mailer.NewSMTP(b.smtp.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	runner, err := NewRunner(Deps{Pool: b.pool, Mailer: m, MailFrom: testMailFrom, Logger: logger},
+		RunnerConfig{StopTimeout: 10 * time.Second, PollInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("error running the runner: %v", err)
+		}
+	})
+}
+
 // retryNow retries a failed job at once.
 type retryNow struct{}
 

@@ -1,6 +1,7 @@
 // Command admin does what operators need by hand: creating riders and giving them new tokens, listing the requests the
 // system gave up on, the rides whose charge is disputed and the background jobs that failed for
-// good, putting a failed job back to work, and seeding history for benchmarks and demos.
+// good, putting a failed job back to work, seeding history for benchmarks and demos, and serving
+// River's UI, which shows and retries River's jobs in a browser.
 //
 //	admin create-user -email E (-stripe-customer-id cus_X | -card tok_visa)
 //	admin reissue-token -email E
@@ -9,6 +10,7 @@
 //	admin list-failed-jobs [-limit N] [-json]
 //	admin retry-job river:ID | staged:ID
 //	admin seed -rides N -riders M
+//	admin ui
 package main
 
 import (
@@ -32,6 +34,7 @@ commands:
                                            jobs River discarded, staged:ID jobs the enqueuer set aside)
   retry-job river:ID | staged:ID          (puts a failed job back to work, its id as listed)
   seed -rides N -riders M                 (N finished rides of M new riders, for benchmarks and demos)
+  ui                                      (serves River's UI on UI_ADDR until stopped; see docs/operations.md)
 `
 
 func main() {
@@ -60,6 +63,8 @@ func run(ctx context.Context, args []string) error {
 		return retryJob(ctx, args[1:])
 	case "seed":
 		return seedHistory(ctx, args[1:])
+	case "ui":
+		return serveUI(ctx, args[1:])
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		return fmt.Errorf("unknown command %q", args[0])

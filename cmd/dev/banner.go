@@ -25,6 +25,7 @@ type bannerData struct {
 	Rider        *supervisor.Rider
 	Declined     *supervisor.Rider
 	Metrics      []metricsEndpoint
+	UIURL        string // River's UI
 	JaegerURL    string // with -traces
 }
 
@@ -37,6 +38,7 @@ Rocket Rides is running.
 
   API          {{.APIURL}}
   Stripe       {{.StripeURL}} (stand-in)
+  River's UI   {{.UIURL}} (background jobs: receipts sent, failed, retried)
 {{- if .JaegerURL}}
   Traces       {{.JaegerURL}} (Jaeger's query API, which every process sends its spans to;
                Jaeger built as a Go module serves no UI there, only a placeholder page)

@@ -17,7 +17,8 @@ import (
 // TestDev runs the README's run command as a user would: it waits for the banner, books a ride
 // with the printed token, waits for the worker to log the receipt, reads the /metrics of every
 // process where the banner says they are, runs admin and the client in a shell with the
-// banner's export lines, runs every command of the banner on the default limits and checks it
+// banner's export lines, reads River's UI where the banner says it is and finds the ride's
+// receipt job there, runs every command of the banner on the default limits and checks it
 // does what the banner says, none refused for a limit (followBanner), stops everything with
 // Ctrl-C (SIGINT) and checks that none of its processes is left. With -data-dir it does so twice
 // on one kept state, which must keep the first run's ride, and its rider, who books again with
@@ -74,6 +75,7 @@ func TestDev(t *testing.T) {
 		rideID, _ := bookRide(run, token)
 		proctest.WaitOutput(t, p, fmt.Sprintf(`msg="Worker: logged receipt, not sent (SMTP_URL unset)" ride_id=%s`, rideID), 30*time.Second)
 		metricsURLs := checkMetrics(t, p.Output())
+		checkUI(t, p.Output(), rideID)
 
 		if run == 1 {
 			checkBannerShell(t, sh, admin, rides, simulator)
@@ -97,7 +99,7 @@ func TestDev(t *testing.T) {
 		// What dev runs now, and must stop: only this test's own processes, never another
 		// dev stack on the machine.
 		procs := proctest.Descendants(t, p.Pid())
-		proctest.CheckRunsAll(t, procs, append([]string{"postgres", "fakestripe"}, services...)...)
+		proctest.CheckRunsAll(t, procs, append([]string{"postgres", "fakestripe", "admin"}, services...)...)
 
 		// Ctrl-C in a terminal signals the whole foreground process group.
 		if err := p.SignalGroup(syscall.SIGINT); err != nil {

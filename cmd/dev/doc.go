@@ -9,8 +9,9 @@
 //
 // It starts a PostgreSQL cluster, migrates it, starts the Stripe stand-in, creates two demo
 // riders (one whose card works, one whose card is declined), and runs the API, worker,
-// enqueuer, completer and reaper as separate processes, the way a Procfile manager would, with
-// their output prefixed by name. Ctrl-C stops all of it and leaves no process behind. Kept state
+// enqueuer, completer, reaper and River's UI (admin ui) as separate processes, the way a
+// Procfile manager would, with their output prefixed by name. Ctrl-C stops all of it and leaves
+// no process behind. Kept state
 // is the database and the Stripe stand-in's customers and charges, together: the database's
 // riders are the stand-in's customers.
 package main

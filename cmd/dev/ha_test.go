@@ -56,7 +56,7 @@ func TestDevHA(t *testing.T) {
 		}
 
 		procs := proctest.Descendants(t, p.Pid())
-		proctest.CheckRunsAll(t, procs, append([]string{"pg_autoctl", "postgres", "fakestripe"}, services...)...)
+		proctest.CheckRunsAll(t, procs, append([]string{"pg_autoctl", "postgres", "fakestripe", "admin"}, services...)...)
 		if err := p.SignalGroup(syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}

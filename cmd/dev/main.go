@@ -193,8 +193,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 
-	// The banner's lines work once it shows: the API is ready and every process serves its metrics.
+	// River's UI, on loopback with no login, as the Procfile's ui line runs it.
+	uiPort, err := supervisor.FreePort()
+	if err != nil {
+		return err
+	}
+	uiURL := fmt.Sprintf("http://127.0.0.1:%d/", uiPort)
+	if _, err := sup.Start("ui", "admin", append(slices.Clip(env), fmt.Sprintf("UI_ADDR=127.0.0.1:%d", uiPort)), "ui"); err != nil {
+		return err
+	}
+
+	// The banner's lines work once it shows: the API is ready, every process serves its
+	// metrics, and River's UI answers.
 	if err := waitOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", port), sup); err != nil {
+		return err
+	}
+	if err := waitOK(ctx, uiURL+"api/health-checks/complete", sup); err != nil {
 		return err
 	}
 	for _, m := range metrics {
@@ -204,7 +218,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	data := bannerData{
 		APIURL: fmt.Sprintf("http://localhost:%d", port), DatabaseURL: databaseURL, MonitorURL: db.monitorURL, StripeAPIKey: stripeAPIKey, TokenSecret: devTokenSecret, StripeURL: stripeURL,
-		State: state, Rider: rider, Declined: declined, Metrics: metrics,
+		State: state, Rider: rider, Declined: declined, Metrics: metrics, UIURL: uiURL,
 	}
 	var tracingExited <-chan struct{} // nil without -traces: never ready
 	if tracing != nil {

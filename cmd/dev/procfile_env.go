@@ -8,8 +8,8 @@ import (
 
 // The ports of the Procfile path, every one from PORT (api.PortDefault when unset), so that one
 // setting moves them all. A Procfile manager gives its i-th process type PORT+100*i (the API
-// first, the reaper, fifth, at +400), and the Procfile serves the API's metrics at PORT+50; the
-// database and the Stripe stand-in come after room for a sixth process type.
+// first, the reaper, fifth, at +400, River's UI, sixth, at +500), and the Procfile serves the
+// API's metrics at PORT+50; the database and the Stripe stand-in come after them.
 const (
 	// procfileDatabaseOffset is where -db-only's database listens; with -ha, its first node,
 	// the second at the next port and the pg_auto_failover monitor at the port before.
@@ -47,6 +47,7 @@ func writeProcfileEnv(w io.Writer, port int, ha bool) error {
 		"DatabasePort": port + procfileDatabaseOffset,
 		"StripePort":   port + procfileStripeOffset,
 		"MetricsPorts": []int{port + 50, port + 100, port + 200, port + 300, port + 400},
+		"UIPort":       port + 500,
 	})
 }
 
@@ -86,6 +87,10 @@ API_TOKEN_SECRET=` + devTokenSecret + `
 # The Procfile sets METRICS_ADDR for each process, so every one serves Prometheus's GET /metrics
 # at once: the API on PORT+50 ({{index .MetricsPorts 0}}), the worker, enqueuer, completer and reaper on their own
 # PORT ({{index .MetricsPorts 1}}, {{index .MetricsPorts 2}}, {{index .MetricsPorts 3}}, {{index .MetricsPorts 4}}). Outside a Procfile, METRICS_ADDR=host:port turns it on.
+
+# River's UI, the Procfile's sixth line (admin ui), is at http://127.0.0.1:{{.UIPort}}/, its PORT: on
+# loopback, with no login. To open it to other machines, set UI_ADDR=:{{.UIPort}} with UI_USERNAME
+# and UI_PASSWORD, and UI_PATH_PREFIX behind a reverse proxy (docs/operations.md, "River's UI").
 
 # overmind reads .env too, and sends SIGKILL 5 s after asking a process to stop unless told
 # otherwise; the processes take up to 10 s. (foreman's own setting is in .foreman.)

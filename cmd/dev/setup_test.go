@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -94,6 +95,23 @@ func checkBannerShell(t *testing.T, sh shell, admin, rides, simulator string) {
 	}
 	if out := sh.output(t, simulator+" -rides 2 -riders 2 -interval 10ms"); strings.Count(out, "Simulator: ride booked") != 2 {
 		t.Fatalf("want the simulator to book its 2 rides, got:\n%s", out)
+	}
+}
+
+// bannerUI matches the banner's line that says where River's UI is.
+var bannerUI = regexp.MustCompile(`(?m)^  River's UI +(http://127\.0\.0\.1:\d+/) `)
+
+// checkUI checks that River's UI answers where the banner says, with no login (dev runs it on
+// loopback), and lists the receipt job of the ride rideID among the jobs the worker completed.
+func checkUI(t *testing.T, output, rideID string) {
+	t.Helper()
+	m := bannerUI.FindStringSubmatch(output)
+	if m == nil {
+		t.Fatalf("the banner says nowhere where River's UI is:\n%s", output)
+	}
+	status, body := proctest.Get(t, m[1]+"api/jobs?state=completed")
+	if status != http.StatusOK || !strings.Contains(body, `\"ride_id\": \"`+rideID+`\"`) {
+		t.Fatalf("want River's UI at %s to list the receipt job of ride %s, got %d: %s", m[1], rideID, status, body)
 	}
 }
 

@@ -43,6 +43,7 @@ type SMTP struct {
 	url         *url.URL
 	host        string // what the server's certificate must name; also net/smtp's host for AUTH
 	addr        string // host:port
+	port        int
 	implicitTLS bool
 	username    string
 	password    string
@@ -106,7 +107,7 @@ func NewSMTP(rawURL string, opts ...Option) (*SMTP, error) {
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
 		return nil, fmt.Errorf("SMTP URL %s: want only scheme, user, password, host and port", u.Redacted())
 	}
-	s.addr = net.JoinHostPort(s.host, strconv.Itoa(port))
+	s.addr, s.port = net.JoinHostPort(s.host, strconv.Itoa(port)), port
 	if u.User != nil {
 		s.username = u.User.Username()
 		s.password, _ = u.User.Password()
@@ -132,7 +133,16 @@ func (s *SMTP) Delivers() bool { return true }
 // shutting down) would only make the caller's retry send a second copy. Send then waits for the
 // reply, bounded by SendTimeout alone. An error caused by ctx wraps ctx's error, and one caused
 // by SendTimeout wraps context.DeadlineExceeded.
-func (s *SMTP) Send(ctx context.Context, m *Message) error {
+//
+// Each Send is a client span of the trace in ctx, if any, with its error: a job retried by River
+// shows one span per attempt.
+func (s *SMTP) Send(ctx context.Context, m *Message) (err error) {
+	ctx, span := s.startSpan(ctx, m)
+	defer func() { endSpan(span, err) }()
+	return s.send(ctx, m)
+}
+
+func (s *SMTP) send(ctx context.Context, m *Message) error {
 	env, err := m.render(time.Now())
 	if err != nil {
 		return err

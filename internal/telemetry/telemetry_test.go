@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/rocketrides/rocketrides/internal/spans"
 	"github.com/rocketrides/rocketrides/internal/testing/dbtest"
+	"github.com/rocketrides/rocketrides/internal/tracing"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -102,8 +102,8 @@ func TestSetup(t *testing.T) {
 	}
 	const token = "rr_test_secret_token_1234"
 	server := httptest.NewServer(Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		spans.SetKey(r.Context(), 42, "key-of-the-ride")
-		spans.SetRoute(r.Context(), r.Method, "/rides")
+		tracing.SetKey(r.Context(), 42, "key-of-the-ride")
+		tracing.SetRoute(r.Context(), r.Method, "/rides")
 		w.WriteHeader(http.StatusCreated)
 	}), "api"))
 	t.Cleanup(server.Close)
@@ -138,7 +138,7 @@ func TestSetup(t *testing.T) {
 		for _, ss := range rs.ScopeSpans {
 			for _, s := range ss.Spans {
 				for _, a := range s.Attributes {
-					if a.Key == string(spans.IdempotencyKey) && a.Value.GetStringValue() == "key-of-the-ride" {
+					if a.Key == string(tracing.IdempotencyKey) && a.Value.GetStringValue() == "key-of-the-ride" {
 						found = true
 						if service != "api" || s.Name != "POST /rides" || s.Kind != tracepb.Span_SPAN_KIND_SERVER {
 							t.Errorf("want a server span POST /rides of service api, got %q %v of %q", s.Name, s.Kind, service)

@@ -13,7 +13,7 @@ import (
 const (
 	maxPathFiles     = 28
 	maxReadingOrder  = 12
-	maxPathBodyLines = 1793
+	maxPathBodyLines = 1811
 )
 
 // maxCancelOnlyFiles bounds how many files the cancel's path has that the booking's has not:

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -50,7 +51,8 @@ type Config struct {
 	// LogLevel (LOG_LEVEL, default "info") is debug, info, warn or error.
 	LogLevel slog.Level
 
-	// Port (PORT, default 5004, api.PortDefault) is the API's listening port.
+	// Port (PORT, default 5004, api.PortDefault) is the API's listening port, and River's UI's
+	// when UI_ADDR is unset: a Procfile manager gives each process a PORT of its own.
 	Port int
 
 	// TrustedProxies (TRUSTED_PROXIES, default unset) are the load balancers in front of the
@@ -167,6 +169,21 @@ type Config struct {
 	// ReapAfter (REAP_AFTER, default 72h, reaper.ReapAfterDefault) is the age at which keys are
 	// deleted.
 	ReapAfter time.Duration
+
+	// UIAddr (UI_ADDR, default unset: 127.0.0.1 on PORT) is the host:port where admin ui serves
+	// River's UI. Beyond loopback, admin ui refuses to start without UIUsername and UIPassword.
+	UIAddr string
+
+	// UIUsername (UI_USERNAME, default unset) is the user name River's UI asks every request
+	// for, with UIPassword, through HTTP basic auth; unset, it asks for none.
+	UIUsername string
+
+	// UIPassword (UI_PASSWORD, default unset) is the password that goes with UIUsername.
+	UIPassword string
+
+	// UIPathPrefix (UI_PATH_PREFIX, default unset: the root) is the path River's UI answers
+	// under, such as /river, for a reverse proxy that routes that path to admin ui unchanged.
+	UIPathPrefix string
 }
 
 // ConnGuard returns the API server's guard of its connections, which tells shed of each one it
@@ -207,6 +224,9 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		Host:                getenv("HOST"),
 		SMTPURL:             getenv("SMTP_URL"),
 		Faults:              getenv("FAULTS"),
+		UIAddr:              getenv("UI_ADDR"),
+		UIUsername:          getenv("UI_USERNAME"),
+		UIPassword:          getenv("UI_PASSWORD"),
 		MailFrom:            cmp.Or(getenv("MAIL_FROM"), workers.MailFromDefault),
 
 		MaxConnections:           connguard.MaxConnsDefault,
@@ -261,6 +281,18 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		if _, port, err := net.SplitHostPort(cfg.MetricsAddr); err != nil || port == "" {
 			errs = append(errs, fmt.Sprintf("METRICS_ADDR must be host:port, such as 127.0.0.1:9100 or :9100, not %q", cfg.MetricsAddr))
 		}
+	}
+	if cfg.UIAddr != "" {
+		if _, port, err := net.SplitHostPort(cfg.UIAddr); err != nil || port == "" {
+			errs = append(errs, fmt.Sprintf("UI_ADDR must be host:port, such as 127.0.0.1:5504, not %q", cfg.UIAddr))
+		}
+	}
+	if v := getenv("UI_PATH_PREFIX"); v != "" {
+		prefix, err := parsePathPrefix(v)
+		if err != nil {
+			errs = append(errs, "UI_PATH_PREFIX "+err.Error())
+		}
+		cfg.UIPathPrefix = prefix
 	}
 	parseDuration := func(name string, dst *time.Duration) {
 		if v := getenv(name); v != "" {
@@ -348,4 +380,14 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		return nil, fmt.Errorf("invalid configuration: %s", strings.Join(errs, "; "))
 	}
 	return cfg, nil
+}
+
+// parsePathPrefix returns v, a path such as /river or /river/, without its trailing slash: the
+// path a reverse proxy routes to a process. "/" is the root, returned as "".
+func parsePathPrefix(v string) (string, error) {
+	prefix := strings.TrimSuffix(v, "/")
+	if !strings.HasPrefix(v, "/") || path.Clean(v) != cmp.Or(prefix, "/") || strings.ContainsAny(v, "?#%\\ \t") {
+		return "", fmt.Errorf("must be a clean absolute path such as /river, not %q", v)
+	}
+	return prefix, nil
 }

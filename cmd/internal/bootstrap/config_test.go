@@ -65,6 +65,18 @@ func TestLoadConfig(t *testing.T) {
 		}
 	})
 
+	// A prefix is a path a reverse proxy routes: written with or without its trailing slash,
+	// it is the same prefix; "/" is the root.
+	t.Run("UIPathPrefix", func(t *testing.T) {
+		t.Parallel()
+		for v, want := range map[string]string{"/river": "/river", "/river/": "/river", "/ops/river": "/ops/river", "/": ""} {
+			cfg, err := LoadConfig(env(map[string]string{"UI_PATH_PREFIX": v}))
+			if err != nil || cfg.UIPathPrefix != want {
+				t.Errorf("UI_PATH_PREFIX=%s: want %q, got %+v, %v", v, want, cfg, err)
+			}
+		}
+	})
+
 	// A lease far longer than its default is no mistake: renewals only come further apart.
 	t.Run("LongLease", func(t *testing.T) {
 		t.Parallel()
@@ -83,6 +95,10 @@ func TestLoadConfig(t *testing.T) {
 		{"BadTrustedProxy", map[string]string{"TRUSTED_PROXIES": "10.0.0.0/8,lb.internal"}, "TRUSTED_PROXIES"},
 		{"PortOutOfRange", map[string]string{"PORT": "70000"}, "PORT"},
 		{"MetricsAddrWithoutPort", map[string]string{"METRICS_ADDR": "localhost"}, "METRICS_ADDR"},
+		{"UIAddrWithoutPort", map[string]string{"UI_ADDR": "127.0.0.1"}, "UI_ADDR"},
+		{"UIPathPrefixRelative", map[string]string{"UI_PATH_PREFIX": "river"}, "UI_PATH_PREFIX"},
+		{"UIPathPrefixNotClean", map[string]string{"UI_PATH_PREFIX": "/river/../admin"}, "UI_PATH_PREFIX"},
+		{"UIPathPrefixWithQuery", map[string]string{"UI_PATH_PREFIX": "/river?x=1"}, "UI_PATH_PREFIX"},
 		{"RateLimitsNeitherOffNorUnset", map[string]string{"RATE_LIMITS": "lenient"}, "RATE_LIMITS"},
 		{"ZeroBurst", map[string]string{"RIDER_RIDE_BURST": "0"}, "RIDER_RIDE_BURST"},
 		{"ZeroCancelBurst", map[string]string{"RIDER_CANCEL_BURST": "0"}, "RIDER_CANCEL_BURST"},

@@ -30,7 +30,16 @@ import (
 
 // procfileProcesses are the Procfile's process types, in its order: foreman gives the i-th
 // PORT+100*i.
-var procfileProcesses = []string{"api", "worker", "enqueuer", "completer", "reaper"}
+var procfileProcesses = []string{"api", "worker", "enqueuer", "completer", "reaper", "ui"}
+
+// procfileBinary is the command that the Procfile's line for process runs: its own, but for
+// River's UI, which admin serves.
+func procfileBinary(process string) string {
+	if process == "ui" {
+		return "admin"
+	}
+	return process
+}
 
 // apiMetricsPortOffset is where the Procfile puts the API's /metrics, above its public PORT.
 const apiMetricsPortOffset = 50
@@ -42,7 +51,8 @@ const apiMetricsPortOffset = 50
 // says; the manager. It checks that every process runs from the binaries the build step made (or,
 // for Procfile.dev, built on start), books a ride and waits for its receipt, checks that nothing
 // else was booked or asked beside it (checkOnlyRide), runs the simulator's opt-in line, reads
-// every process's /metrics on the port the Procfile gives it while all run, stops the manager and checks that every process exited 0 within the grace period .foreman sets, that
+// every process's /metrics on the port the Procfile gives it while all run, and River's UI's list
+// of the ride's receipt job on the UI's, stops the manager and checks that every process exited 0 within the grace period .foreman sets, that
 // nothing was killed, that the manager exited 0, and that no process, lock or running job is
 // left; then it stops the background jobs as the page says, with kill, and checks that none of
 // the database's processes is left either. The managers must be installed, so it runs under the
@@ -227,6 +237,7 @@ func runProcfileSteps(t *testing.T, built string, steps []string, run procfileRu
 	}
 
 	checkProcfileMetrics(t, manager, port)
+	checkProcfileUI(t, manager, port, result.Ride.ID)
 
 	grace := foremanTimeout(t, app)
 	stopping := time.Now()
@@ -340,6 +351,9 @@ var ownSeries = map[string]processSeries{
 func checkProcfileMetrics(t *testing.T, manager *proctest.Process, port int) {
 	t.Helper()
 	for i, name := range procfileProcesses {
+		if name == "ui" {
+			continue // River's UI serves no metrics
+		}
 		metricsPort := port + 100*i
 		if name == "api" {
 			metricsPort = port + apiMetricsPortOffset
@@ -362,6 +376,20 @@ func checkProcfileMetrics(t *testing.T, manager *proctest.Process, port int) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("want /metrics to be 404 on the API's public port, got %d", resp.StatusCode)
+	}
+}
+
+// checkProcfileUI checks that River's UI answers on loopback at the PORT that foreman gives its
+// line, asking no login there (.env sets none), and lists the receipt job of the ride booked.
+func checkProcfileUI(t *testing.T, manager *proctest.Process, port int, rideID string) {
+	t.Helper()
+	uiPort := port + 100*slices.Index(procfileProcesses, "ui")
+	if !hasLine(manager.Output(), "ui.1", "UI: serving River's UI", fmt.Sprintf("url=http://127.0.0.1:%d/", uiPort)) {
+		t.Fatalf("want River's UI on 127.0.0.1:%d:\n%s", uiPort, manager.Output())
+	}
+	status, body := proctest.Get(t, fmt.Sprintf("http://127.0.0.1:%d/api/jobs?state=completed", uiPort))
+	if status != http.StatusOK || !strings.Contains(body, `\"ride_id\": \"`+rideID+`\"`) {
+		t.Fatalf("want River's UI to list the receipt job of ride %s, got %d: %s", rideID, status, body)
 	}
 }
 
@@ -547,7 +575,7 @@ func waitProcesses(t *testing.T, manager *proctest.Process, binDir string, timeo
 	t.Helper()
 	want := map[string]bool{}
 	for _, name := range procfileProcesses {
-		want[filepath.Join(binDir, name)] = true
+		want[filepath.Join(binDir, procfileBinary(name))] = true
 	}
 	var procs map[int]string
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {

@@ -299,6 +299,21 @@ func Scrape(t testing.TB, url string) string {
 	return string(body)
 }
 
+// Get sends a GET to url, and returns the status and the body of the answer.
+func Get(t testing.TB, url string) (status int, body string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("error getting %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("error reading %s: %v", url, err)
+	}
+	return resp.StatusCode, string(b)
+}
+
 // MetricValue returns the value of one series in exposition text, and whether it is there. The
 // series is named as Prometheus prints it: labels sorted by name, a histogram's le last, as in
 // `rocketrides_http_requests_total{code="201",route="/rides"}`.

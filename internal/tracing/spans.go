@@ -1,9 +1,8 @@
-// Package spans names the spans that draw a ride's trace: a request's atomic phases and its
-// foreign state mutation, and the attributes an operator finds a ride by. It uses only
-// OpenTelemetry's API, so the phases import no exporter and no HTTP: a process that did not set
-// up tracing (internal/telemetry) gets OpenTelemetry's no-op tracer, and these functions record
-// nothing and allocate nothing beyond a context.
-package spans
+package tracing
+
+// The spans that draw a request's part of a ride's trace: its atomic phases and its foreign
+// state mutation, and the attributes an operator finds a ride by. A process that did not set up
+// tracing (internal/telemetry) has OpenTelemetry's no-op tracer, and these record nothing.
 
 import (
 	"context"
@@ -44,7 +43,9 @@ const (
 // follow, as in "atomic_phase started -> ride_created".
 const AtomicPhaseSpanPrefix = "atomic_phase"
 
-var tracer = otel.Tracer("github.com/rocketrides/rocketrides/phases")
+// phaseTracer is the tracer of a request's spans, looked up at each span so that it is the
+// provider installed now, not the one of the moment the package was loaded.
+func phaseTracer() trace.Tracer { return otel.Tracer("github.com/rocketrides/rocketrides/phases") }
 
 // SetKey records the rider and the Idempotency-Key of a request on the span in ctx (the API's
 // server span), so that the ride's trace is found by either.
@@ -55,9 +56,18 @@ func SetKey(ctx context.Context, userID int64, key string) {
 }
 
 // StartAtomicPhase starts the span of one atomic phase; EndAtomicPhase names it once the
-// phase knows where it ended.
+// phase knows where it ended. Like every span of a request's, it is started only inside a
+// recording one (the API's server span, the completer's resumption): otherwise it would record
+// nothing either, and starting it would still cost a context a phase.
 func StartAtomicPhase(ctx context.Context) (context.Context, trace.Span) {
-	return tracer.Start(ctx, AtomicPhaseSpanPrefix)
+	return startInside(ctx, AtomicPhaseSpanPrefix)
+}
+
+func startInside(ctx context.Context, name string) (context.Context, trace.Span) {
+	if parent := trace.SpanFromContext(ctx); !parent.IsRecording() {
+		return ctx, parent
+	}
+	return phaseTracer().Start(ctx, name)
 }
 
 // EndAtomicPhase names the span of an atomic phase for the recovery points it moved the key
@@ -84,7 +94,10 @@ func EndAtomicPhase(span trace.Span, from, to string, attempts int, err error) {
 // StartForeignMutation starts the span of a request's foreign state mutation (name: "charge"
 // or "refund"). The Stripe request inside it is a client span of its own.
 func StartForeignMutation(ctx context.Context, name string) (context.Context, trace.Span) {
-	return tracer.Start(ctx, "foreign_mutation "+name, trace.WithSpanKind(trace.SpanKindInternal))
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return phaseTracer().Start(ctx, "foreign_mutation "+name)
 }
 
 // EndForeignMutation records what became of the mutation and ends its span. header is the
@@ -130,7 +143,7 @@ func SetRoute(ctx context.Context, method, route string) {
 // trace of its own, found by the request's Idempotency-Key like the trace of the request that
 // left it. End ends it.
 func StartResumption(ctx context.Context, userID int64, key, from string) (context.Context, trace.Span) {
-	return tracer.Start(ctx, "completer.resume", trace.WithNewRoot(),
+	return phaseTracer().Start(ctx, "completer.resume", trace.WithNewRoot(),
 		trace.WithAttributes(UserID.Int64(userID), IdempotencyKey.String(key), RecoveryPointFrom.String(from)))
 }
 
