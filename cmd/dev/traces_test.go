@@ -31,7 +31,8 @@ var bannerTraces = regexp.MustCompile(`(?m)^  Traces +(http://127\.0\.0\.1:\d+) 
 // process that dev starts is given OTEL_EXPORTER_OTLP_ENDPOINT, the receiver of that same Jaeger:
 // a span sent there with OpenTelemetry's exporter is found at the banner's URL. After the
 // banner's first booking, the banner's trace command finds that ride's trace by its
-// Idempotency-Key. Ctrl-C stops Jaeger with the rest.
+// Idempotency-Key, as the banner says: from the API to the enqueuer and the worker's receipt.
+// Ctrl-C stops Jaeger with the rest.
 func TestDevTraces(t *testing.T) {
 	t.Parallel()
 	dev := proctest.Build(t, "dev")
@@ -81,11 +82,12 @@ func TestDevTraces(t *testing.T) {
 	deadline = time.Now().Add(time.Minute)
 	for {
 		out := w.sh.output(t, traceCommand)
-		if keyedSpans(t, out, "my-first-ride-0000000001") == 1 {
+		services := rideTraceServices(t, out, "my-first-ride-0000000001")
+		if services["api"] && services["enqueuer"] && services["worker"] {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("want the banner's trace command to find the ride's trace by its key, got:\n%s\n%s", out, p.Output())
+			t.Fatalf("want the banner's trace command to find the ride's trace by its key, with spans of the api, the enqueuer and the worker, got:\n%s\n%s", out, p.Output())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -99,9 +101,10 @@ func TestDevTraces(t *testing.T) {
 	proctest.CheckNoneRunning(t, procs)
 }
 
-// keyedSpans counts the spans of the API carrying the Idempotency-Key key in out, Jaeger's
-// answer to a query for traces, which must hold one trace at most.
-func keyedSpans(t *testing.T, out, key string) int {
+// rideTraceServices returns the services that sent spans to the trace in out, Jaeger's answer
+// to a query for traces, if it holds the API's span with the Idempotency-Key key. out must hold
+// one trace at most.
+func rideTraceServices(t *testing.T, out, key string) map[string]bool {
 	t.Helper()
 	var answer struct {
 		Data []struct {
@@ -118,17 +121,21 @@ func keyedSpans(t *testing.T, out, key string) int {
 	if len(answer.Data) > 1 {
 		t.Fatalf("want one trace for the key, got %d:\n%s", len(answer.Data), out)
 	}
-	n := 0
+	services := map[string]bool{}
+	keyed := false
 	for _, trace := range answer.Data {
 		for _, span := range trace.Spans {
+			service := trace.Processes[span.ProcessID].ServiceName
+			services[service] = true
 			for _, tag := range span.Tags {
-				if trace.Processes[span.ProcessID].ServiceName == "api" && tag.Key == "rocketrides.idempotency_key" && tag.Value == key {
-					n++
-				}
+				keyed = keyed || service == "api" && tag.Key == "rocketrides.idempotency_key" && tag.Value == key
 			}
 		}
 	}
-	return n
+	if !keyed {
+		return nil
+	}
+	return services
 }
 
 // environValue returns the value of name in the environment that process pid was started with.
