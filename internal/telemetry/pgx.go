@@ -42,10 +42,15 @@ var (
 	_ pgx.BatchTracer = (*pgxTracer)(nil)
 )
 
-// statementName names a statement's span for its first keyword (SELECT, INSERT, COMMIT...):
-// the text itself is an attribute, too long and too varied for a name.
+// statementName names a statement's span for its first keyword (SELECT, INSERT, COMMIT...),
+// past the comment lines that lead some statements: the text itself is an attribute, too long
+// and too varied for a name.
 func statementName(sql string) string {
 	sql = strings.TrimSpace(sql)
+	for strings.HasPrefix(sql, "--") {
+		_, rest, _ := strings.Cut(sql, "\n")
+		sql = strings.TrimSpace(rest)
+	}
 	if i := strings.IndexAny(sql, " \n\t("); i > 0 {
 		sql = sql[:i]
 	}

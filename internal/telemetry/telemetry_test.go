@@ -211,3 +211,18 @@ func TestPgxTracer(t *testing.T) {
 		}
 	}
 }
+
+func TestStatementName(t *testing.T) {
+	t.Parallel()
+	for sql, want := range map[string]string{
+		"SELECT 1":                                "postgres SELECT",
+		"\n\t\tinsert INTO t VALUES (1)":          "postgres INSERT",
+		"-- why\n-- and more\nUPDATE t SET a = 1": "postgres UPDATE",
+		"commit":                               "postgres COMMIT",
+		"WITH x AS (SELECT 1) SELECT * FROM x": "postgres WITH",
+	} {
+		if got := statementName(sql); got != want {
+			t.Errorf("statementName(%q) = %q, want %q", sql, got, want)
+		}
+	}
+}
