@@ -19,9 +19,10 @@ const (
 )
 
 // PgxTracer returns a pgx tracer that makes a client span of every statement and batch a pool
-// sends, inside the span of whatever sent it (an atomic phase, a job), when tracing is on; nil
-// otherwise, which pgx takes as no tracer. A span holds the statement's text, never its
-// arguments: they hold riders' data and tokens' hashes.
+// sends inside a traced span (a request, an atomic phase, a job), when tracing is on; nil
+// otherwise, which pgx takes as no tracer. Statements sent outside one (River's and the
+// enqueuer's polls, the reaper's passes) make no trace each. A span holds the statement's text,
+// never its arguments: they hold riders' data and tokens' hashes.
 func PgxTracer() pgx.QueryTracer {
 	if !Enabled() {
 		return nil
@@ -57,14 +58,24 @@ func statementName(sql string) string {
 	return "postgres " + strings.ToUpper(sql)
 }
 
+// statementSpanKey holds, in a statement's context, the span this tracer started for it: the
+// end of a statement that got none must not end the span of whatever sent it.
+type statementSpanKey struct{}
+
+func (t *pgxTracer) start(ctx context.Context, name string, attrs ...attribute.KeyValue) context.Context {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx
+	}
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return context.WithValue(ctx, statementSpanKey{}, span)
+}
+
 func (t *pgxTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	ctx, _ = t.tracer.Start(ctx, statementName(data.SQL), trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(dbSystem.String("postgresql"), dbQueryText.String(data.SQL)))
-	return ctx
+	return t.start(ctx, statementName(data.SQL), dbSystem.String("postgresql"), dbQueryText.String(data.SQL))
 }
 
 func (t *pgxTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
-	endWith(trace.SpanFromContext(ctx), data.Err)
+	endWith(ctx, data.Err)
 }
 
 func (t *pgxTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
@@ -72,15 +83,16 @@ func (t *pgxTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.T
 	if data.Batch != nil {
 		size = data.Batch.Len()
 	}
-	ctx, _ = t.tracer.Start(ctx, "postgres batch", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(dbSystem.String("postgresql"), dbBatchSize.Int(size)))
-	return ctx
+	return t.start(ctx, "postgres batch", dbSystem.String("postgresql"), dbBatchSize.Int(size))
 }
 
 // TraceBatchQuery records each statement of a batch as an event of the batch's span: they go
 // to Postgres in one round trip, so they have no times of their own to show.
 func (t *pgxTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
-	span := trace.SpanFromContext(ctx)
+	span, ok := ctx.Value(statementSpanKey{}).(trace.Span)
+	if !ok {
+		return
+	}
 	attrs := []attribute.KeyValue{dbQueryText.String(data.SQL)}
 	if data.Err != nil {
 		attrs = append(attrs, attribute.String("error", data.Err.Error()))
@@ -89,10 +101,15 @@ func (t *pgxTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.T
 }
 
 func (t *pgxTracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchEndData) {
-	endWith(trace.SpanFromContext(ctx), data.Err)
+	endWith(ctx, data.Err)
 }
 
-func endWith(span trace.Span, err error) {
+// endWith ends the statement's span, if it got one.
+func endWith(ctx context.Context, err error) {
+	span, ok := ctx.Value(statementSpanKey{}).(trace.Span)
+	if !ok {
+		return
+	}
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())

@@ -153,8 +153,8 @@ func TestSetup(t *testing.T) {
 	}
 }
 
-// TestPgxTracer: a statement and a batch sent through a traced connection are client spans
-// holding their statements' text, and none of their arguments.
+// TestPgxTracer: a statement and a batch sent inside a traced span are client spans holding
+// their statements' text, and none of their arguments; one sent outside any makes no span.
 func TestPgxTracer(t *testing.T) {
 	t.Parallel()
 	exporter := tracetest.NewInMemoryExporter()
@@ -170,19 +170,36 @@ func TestPgxTracer(t *testing.T) {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 
+	if _, err := conn.Exec(t.Context(), "SELECT 'untraced'"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(exporter.GetSpans()); n != 0 {
+		t.Fatalf("want no span of a statement sent outside a traced span, got %d", n)
+	}
+
+	ctx, parent := provider.Tracer("test").Start(t.Context(), "job")
 	const secret = "tok_visa_secret_argument"
 	var got string
-	if err := conn.QueryRow(t.Context(), "SELECT $1::text", secret).Scan(&got); err != nil || got != secret {
+	if err := conn.QueryRow(ctx, "SELECT $1::text", secret).Scan(&got); err != nil || got != secret {
 		t.Fatalf("query: %v %q", err, got)
 	}
 	batch := &pgx.Batch{}
 	batch.Queue("SELECT $1::text", secret)
 	batch.Queue("SELECT 1")
-	if err := conn.SendBatch(t.Context(), batch).Close(); err != nil {
+	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
 		t.Fatal(err)
 	}
+	if !parent.IsRecording() {
+		t.Fatal("a statement's end ended the span that sent it")
+	}
+	parent.End()
 
-	stubs := exporter.GetSpans()
+	var stubs tracetest.SpanStubs
+	for _, s := range exporter.GetSpans() {
+		if s.Name != "job" {
+			stubs = append(stubs, s)
+		}
+	}
 	names := map[string]int{}
 	for _, s := range stubs {
 		names[s.Name]++

@@ -91,9 +91,11 @@ func TestRideTraceInJaeger(t *testing.T) {
 func missingFromRideTrace(trace jaeger.Trace) string {
 	ids := map[string]bool{}
 	services := map[string]bool{}
+	operations := map[string]bool{} // "service operation"
 	phases, charges := 0, 0
 	for _, s := range trace.Spans {
 		ids[s.SpanID], services[s.Service] = true, true
+		operations[s.Service+" "+s.Operation] = true
 		if strings.HasPrefix(s.Operation, "atomic_phase") {
 			phases++
 		}
@@ -105,6 +107,15 @@ func missingFromRideTrace(trace jaeger.Trace) string {
 	for _, service := range []string{"api", "enqueuer", "worker"} {
 		if !services[service] {
 			missing = append(missing, "no span of "+service)
+		}
+	}
+	// The article's two atomic phases around the charge, then the receipt's journey.
+	for _, op := range []string{
+		"api atomic_phase started -> ride_created", "api foreign_mutation charge", "api atomic_phase ride_created -> finished",
+		"enqueuer enqueuer.hand_off send_ride_receipt", "worker river.work/send_ride_receipt", "worker smtp.send",
+	} {
+		if !operations[op] {
+			missing = append(missing, "no span "+op)
 		}
 	}
 	if phases != 2 {
