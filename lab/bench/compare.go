@@ -167,8 +167,13 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 	}
 	apis := map[string]*apiTarget{targetAPI: newAPITarget(workDir, cluster, standIn, tokens, opts)}
 	if opts.baseline != nil {
-		// Right after the API, so that both see the machine as alike as a run can.
+		// Right after the API, so that both see the machine as alike as a run can; or right
+		// before it, with -baseline-first: the first of the two runs on a database whose
+		// caches and index pages the second finds warmer.
 		rep.targets = append(slices.Clone(targets), opts.baseline.target())
+		if opts.baselineFirst {
+			rep.targets = append(slices.Clone(targets[:len(targets)-1]), opts.baseline.target(), targetAPI)
+		}
 		apis[opts.baseline.target()] = newAPITarget(baselineDir, cluster, standIn, tokens, opts)
 	}
 

@@ -82,6 +82,9 @@ type options struct {
 	baselineRev string
 	baseline    *baseline
 
+	// baselineFirst runs the baseline right before the API instead of right after it.
+	baselineFirst bool
+
 	// Only with -receipts.
 	bookings      int
 	idle          time.Duration
@@ -92,7 +95,7 @@ type options struct {
 // worth saying, not a setting to ignore.
 var modeFlags = map[string][]string{
 	modeLoad:         {"api", "token", "clients", "duration", "calls", "replay-share", "give-up-after"},
-	modeCompare:      {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log", "pin", "baseline"},
+	modeCompare:      {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log", "pin", "baseline", "baseline-first"},
 	modeCompareHA:    {"compare-ha", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
 	modeCompareCitus: {"compare-citus", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
 	modeReceipts:     {"receipts", "bookings", "idle", "stripe-latency"},
@@ -169,6 +172,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags.StringVar(&opts.serverLog, "server-log", "", "with -compare: write Postgres's own log to this file, serialization failures with their statements")
 	flags.Var(&opts.pin, "pin", "with -compare: run Postgres on half the CPUs and everything else on the others (-pin), or shared and then so (-pin=both)")
 	flags.StringVar(&opts.baselineRev, "baseline", "", "with -compare: also run cmd/api as built from this git revision of the repository, right after the API (a commit, tag or branch)")
+	flags.BoolVar(&opts.baselineFirst, "baseline-first", false, "with -baseline: run the baseline right before the API, not after it, to see what the order alone changes")
 	flags.IntVar(&opts.apiPoolConns, "api-pool", 0, "with -compare: the API's pool_max_conns (0: the API's default, PoolMaxConnsDefault in cmd/internal/bootstrap)")
 	flags.IntVar(&opts.bookings, "bookings", receiptBookingsDefault, "with -receipts: rides booked one after another, each receipt timed")
 	flags.DurationVar(&opts.stripeLatency, "stripe-latency", 0, "with -receipts: how long the Stripe stand-in takes to answer (0: at once, so that bookings come as fast as they can)")
@@ -212,6 +216,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, fmt.Errorf("unexpected arguments %q", flags.Args())
 	case opts.mode == modeLoad && opts.token == "":
 		return nil, errors.New("-token (or RIDES_TOKEN) is required")
+	case opts.baselineFirst && opts.baselineRev == "":
+		return nil, errors.New("-baseline-first needs -baseline")
 	case opts.clients < 1:
 		return nil, errors.New("-clients must be at least 1")
 	case opts.calls < 0:
