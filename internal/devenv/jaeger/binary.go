@@ -9,9 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 
 	"golang.org/x/mod/modfile"
+
+	"github.com/rocketrides/rocketrides/internal/devenv/supervisor"
 )
 
 // ToolModuleDir is the module, under the repository's root, that pins Jaeger as a Go tool. A
@@ -51,7 +52,7 @@ func Binary(ctx context.Context, root string) (string, error) {
 		return "", fmt.Errorf("error creating the directory for Jaeger's binary: %w", err)
 	}
 	// Two callers at once (two test binaries) build it once: the second waits for the first.
-	unlock, err := lockDir(dir)
+	unlock, err := supervisor.LockDir(dir)
 	if err != nil {
 		return "", err
 	}
@@ -85,23 +86,4 @@ func pinnedVersion(goMod []byte) (string, error) {
 		}
 	}
 	return "", errors.New("the tool module " + ToolModuleDir + " requires no github.com/jaegertracing/jaeger")
-}
-
-// lockDir takes an exclusive lock on dir, held until unlock is called or the process exits.
-func lockDir(dir string) (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("error opening the lock of Jaeger's build: %w", err)
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("error taking the lock of Jaeger's build: %w", err)
-	}
-	return func() { f.Close() }, nil // closing the file releases the lock
 }

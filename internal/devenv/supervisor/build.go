@@ -46,7 +46,7 @@ func BuildPackages(ctx context.Context, root, binDir string, pkgs ...string) err
 	if err != nil {
 		return err
 	}
-	unlock, err := lockDir(shared)
+	unlock, err := LockDir(shared)
 	if err != nil {
 		return err
 	}
@@ -134,10 +134,10 @@ func pruneGoneCheckouts(base string) {
 // raceDirSuffix ends the name of a shared directory of commands built with the race detector.
 const raceDirSuffix = "-race"
 
-// lockDir takes an exclusive lock on dir, held until unlock is called or the process exits, so
+// LockDir takes an exclusive lock on dir, held until unlock is called or the process exits, so
 // that processes building into dir at once take turns: two go builds writing one binary could
 // leave a caller a half-written file.
-func lockDir(dir string) (unlock func(), err error) {
+func LockDir(dir string) (unlock func(), err error) {
 	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("error opening the build lock: %w", err)

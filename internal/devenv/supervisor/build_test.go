@@ -27,7 +27,7 @@ func TestSharedBinDirPrunesGoneCheckouts(t *testing.T) {
 	_, live := newCheckout("live")
 	goneRoot, gone := newCheckout("gone")
 	busyRoot, busy := newCheckout("busy")
-	unlock, err := lockDir(busy)
+	unlock, err := LockDir(busy)
 	if err != nil {
 		t.Fatal(err)
 	}
