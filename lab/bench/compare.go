@@ -189,6 +189,9 @@ func compare(ctx context.Context, opts *options, progress io.Writer) (rep *repor
 		if err := runTargets(ctx, rep, p, cluster, apis, scripts, workDir, say); err != nil {
 			return nil, err
 		}
+		if err := runRounds(ctx, rep, p, apis, say); err != nil {
+			return nil, err
+		}
 	}
 	return rep, nil
 }

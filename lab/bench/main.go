@@ -85,6 +85,10 @@ type options struct {
 	// baselineFirst runs the baseline right before the API instead of right after it.
 	baselineFirst bool
 
+	// rounds, with a baseline, is how many more pairs of runs of the API and the baseline follow
+	// the targets' runs, at the most clients, in turns (see rounds.go).
+	rounds int
+
 	// Only with -receipts.
 	bookings      int
 	idle          time.Duration
@@ -95,7 +99,7 @@ type options struct {
 // worth saying, not a setting to ignore.
 var modeFlags = map[string][]string{
 	modeLoad:         {"api", "token", "clients", "duration", "calls", "replay-share", "give-up-after"},
-	modeCompare:      {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log", "pin", "baseline", "baseline-first"},
+	modeCompare:      {"compare", "clients", "duration", "give-up-after", "solo-duration", "rides", "riders", "api-pool", "server-log", "pin", "baseline", "baseline-first", "rounds"},
 	modeCompareHA:    {"compare-ha", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
 	modeCompareCitus: {"compare-citus", "clients", "duration", "give-up-after", "rides", "riders", "api-pool"},
 	modeReceipts:     {"receipts", "bookings", "idle", "stripe-latency"},
@@ -173,6 +177,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	flags.Var(&opts.pin, "pin", "with -compare: run Postgres on half the CPUs and everything else on the others (-pin), or shared and then so (-pin=both)")
 	flags.StringVar(&opts.baselineRev, "baseline", "", "with -compare: also run cmd/api as built from this git revision of the repository, right after the API (a commit, tag or branch)")
 	flags.BoolVar(&opts.baselineFirst, "baseline-first", false, "with -baseline: run the baseline right before the API, not after it, to see what the order alone changes")
+	flags.IntVar(&opts.rounds, "rounds", 0, "with -baseline: then run the API and the baseline this many more times each at the most clients, in turns (A B B A ...), and print each pair's ratios and their spread")
 	flags.IntVar(&opts.apiPoolConns, "api-pool", 0, "with -compare: the API's pool_max_conns (0: the API's default, PoolMaxConnsDefault in cmd/internal/bootstrap)")
 	flags.IntVar(&opts.bookings, "bookings", receiptBookingsDefault, "with -receipts: rides booked one after another, each receipt timed")
 	flags.DurationVar(&opts.stripeLatency, "stripe-latency", 0, "with -receipts: how long the Stripe stand-in takes to answer (0: at once, so that bookings come as fast as they can)")
@@ -218,6 +223,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, errors.New("-token (or RIDES_TOKEN) is required")
 	case opts.baselineFirst && opts.baselineRev == "":
 		return nil, errors.New("-baseline-first needs -baseline")
+	case opts.rounds != 0 && opts.baselineRev == "":
+		return nil, errors.New("-rounds needs -baseline")
+	case opts.rounds < 0:
+		return nil, errors.New("-rounds must be at least 0")
 	case opts.clients < 1:
 		return nil, errors.New("-clients must be at least 1")
 	case opts.calls < 0:

@@ -16,6 +16,8 @@ type report struct {
 	settings   []setting
 	history    []history
 	runs       []*measurement
+	// rounds are the pairs of runs of the API and the baseline that -rounds adds.
+	rounds []roundPair
 	// targets are the targets in the order they ran: targets, and the baseline if any.
 	targets []string
 	// placements are where the runs ran, in order, and where says what each means.
@@ -60,6 +62,7 @@ func (r *report) print(w io.Writer) {
 		r.printRuns(w, p)
 	}
 	r.printRatios(w)
+	r.printRounds(w)
 
 	var failures []string
 	for _, m := range r.runs {
