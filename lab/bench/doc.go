@@ -23,9 +23,12 @@
 // (see cpu_placement.go). With -baseline REV, a fourth target, "API at <short REV>", is cmd/api
 // as built from git revision REV of this repository in a temporary worktree, run right after the
 // API at each number of clients, alike in every other way; the ratios then add the API's CPU,
-// allocations and rides per second over the baseline's (see baseline.go).
+// allocations and rides per second over the baseline's (see baseline.go). The first of two runs
+// on the cluster fares worse than the second, with the same binary: -baseline-first runs the
+// baseline before the API instead, and -rounds N adds N runs of each in turns, each pair's
+// ratios printed with their geometric mean and range (see rounds.go).
 //
-//	go run ./lab/bench -compare [-rides 300000 -riders 1000 -clients 32 -duration 30s -solo-duration 10s] [-pin | -pin=both] [-baseline REV]
+//	go run ./lab/bench -compare [-rides 300000 -riders 1000 -clients 32 -duration 30s -solo-duration 10s] [-pin | -pin=both] [-baseline REV [-baseline-first] [-rounds N]]
 //
 // With -compare-citus it needs nothing running but Citus installed for the Postgres it finds
 // (docs/scale-out.md): it runs the API and the twotx reference at -clients clients on a single
