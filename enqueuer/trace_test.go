@@ -71,9 +71,9 @@ func TestHandOffJoinsTheRidesTrace(t *testing.T) {
 			t.Errorf("ride %s: want the hand-off a child of request span %s, got parent %s", tt.ride, tt.request.SpanID(), handOff.Parent.SpanID())
 		}
 		want := []attribute.KeyValue{
-			attribute.Int64(tracing.AttributeStagedJobID, tt.stagedID),
-			attribute.String(tracing.AttributeJobKind, jobargs.SendRideReceiptKind),
-			attribute.Int64(tracing.AttributeUserID, testUserID),
+			tracing.StagedJobID.Int64(tt.stagedID),
+			tracing.JobKind.String(jobargs.SendRideReceiptKind),
+			tracing.UserID.Int64(testUserID),
 		}
 		for _, kv := range want {
 			if !hasAttribute(handOff.Attributes, kv) {

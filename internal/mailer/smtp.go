@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/rocketrides/rocketrides/internal/tracing"
 )
 
 // Timeouts of one Send. DialTimeout covers the TCP connection and, for smtps, the TLS
@@ -138,7 +140,7 @@ func (s *SMTP) Delivers() bool { return true }
 // shows one span per attempt.
 func (s *SMTP) Send(ctx context.Context, m *Message) (err error) {
 	ctx, span := s.startSpan(ctx, m)
-	defer func() { endSpan(span, err) }()
+	defer func() { tracing.End(span, err) }()
 	return s.send(ctx, m)
 }
 

@@ -5,7 +5,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -29,13 +28,4 @@ func (s *SMTP) startSpan(ctx context.Context, m *Message) (context.Context, trac
 			attribute.String(AttributeServerAddress, s.host),
 			attribute.Int(AttributeServerPort, s.port),
 			attribute.String(AttributeMessageID, m.MessageID)))
-}
-
-// endSpan ends span with err, the outcome of the send.
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
 }

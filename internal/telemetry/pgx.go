@@ -7,8 +7,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/rocketrides/rocketrides/internal/tracing"
 )
 
 // The attributes of a statement's span, OpenTelemetry's names for them.
@@ -106,13 +107,7 @@ func (t *pgxTracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, data pgx.Tra
 
 // endWith ends the statement's span, if it got one.
 func endWith(ctx context.Context, err error) {
-	span, ok := ctx.Value(statementSpanKey{}).(trace.Span)
-	if !ok {
-		return
+	if span, ok := ctx.Value(statementSpanKey{}).(trace.Span); ok {
+		tracing.End(span, err)
 	}
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
 }

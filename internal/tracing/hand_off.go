@@ -30,9 +30,7 @@ func (h *HandOffs) Start(ctx context.Context, stagedJobID, userID int64, kind st
 	ctx, span := otel.Tracer(instrumentationName).Start(withRemoteParent(ctx, carrier), "enqueuer.hand_off "+kind,
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
-			attribute.Int64(AttributeStagedJobID, stagedJobID),
-			attribute.String(AttributeJobKind, kind),
-			attribute.Int64(AttributeUserID, userID)))
+			StagedJobID.Int64(stagedJobID), JobKind.String(kind), UserID.Int64(userID)))
 	if h.spans == nil {
 		h.spans = make(map[int64]trace.Span)
 	}
@@ -40,12 +38,11 @@ func (h *HandOffs) Start(ctx context.Context, stagedJobID, userID int64, kind st
 	return addToMetadata(metadata, Carrier(ctx))
 }
 
-// Span attributes of a hand-off. The rider is named by id only: an email address is personal
-// data, which a trace backend is no place for.
+// Span attributes of a hand-off, beside its rider's UserID. The rider is named by id only: an
+// email address is personal data, which a trace backend is no place for.
 const (
-	AttributeStagedJobID = "rocketrides.staged_job_id"
-	AttributeJobKind     = "rocketrides.job_kind"
-	AttributeUserID      = "rocketrides.user_id"
+	StagedJobID = attribute.Key("rocketrides.staged_job_id")
+	JobKind     = attribute.Key("rocketrides.job_kind")
 )
 
 // SetAside records on the hand-off span of staged job stagedJobID that River will never take
@@ -61,11 +58,7 @@ func (h *HandOffs) SetAside(stagedJobID int64, err error) {
 // every job stays staged for the next pass).
 func (h *HandOffs) End(err error) {
 	for _, span := range h.spans {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
-		span.End()
+		end(span, err)
 	}
 	h.spans = nil
 }

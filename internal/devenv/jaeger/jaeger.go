@@ -126,24 +126,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 	if err := supervisor.WaitOK(ctx, s.QueryURL+"/api/services", startTimeout, gone); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(startTimeout)
-	for {
-		err := postEmptyExport(ctx, s.OTLPEndpoint)
-		if err == nil {
-			return nil
-		}
-		if err := gone(); err != nil {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("jaeger's OTLP receiver takes no export after %s: %w", startTimeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return supervisor.WaitFor(ctx, "jaeger's OTLP receiver took no export", startTimeout, gone, func(ctx context.Context) error {
+		return postEmptyExport(ctx, s.OTLPEndpoint)
+	})
 }
 
 // postEmptyExport sends the receiver an export of no spans, which it answers 200.
