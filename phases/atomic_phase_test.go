@@ -89,12 +89,15 @@ func TestAtomicPhase(t *testing.T) {
 				_ = otherTx.Rollback(ctx)
 				return err
 			}
+			// The other transaction outlives the phase's try, whose context ends with its atomic
+			// phase: on a loaded machine the retry can commit before the other gets to.
+			otherCtx := context.WithoutCancel(ctx)
 			go func() {
-				_, err := otherTx.Exec(ctx, `UPDATE deadlock_probe SET n = n + 1 WHERE id = 1`)
+				_, err := otherTx.Exec(otherCtx, `UPDATE deadlock_probe SET n = n + 1 WHERE id = 1`)
 				if err == nil {
-					err = otherTx.Commit(ctx)
+					err = otherTx.Commit(otherCtx)
 				} else {
-					_ = otherTx.Rollback(ctx)
+					_ = otherTx.Rollback(otherCtx)
 				}
 				other <- err
 			}()
